@@ -1,0 +1,49 @@
+# kueueweb: `make run` sets up and starts the whole application (embedded mode);
+# `make test` runs the test suite (SQLite, then PostgreSQL + Redis when they answer).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+PG_URL ?= postgres://postgres@127.0.0.1:5432/kueueweb
+REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: install run test test-sqlite test-postgres lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	$(PY) manage.py demo --if-empty
+	$(PY) manage.py ensure_admin
+	PORT=$(PORT) $(PY) manage.py serve
+
+test: install test-sqlite test-postgres
+
+test-sqlite: install
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest
+
+# Runs when PostgreSQL answers; under CI it must answer (.ci/run starts it).
+test-postgres: install
+	@if $(PY) -c "import socket; socket.create_connection(('127.0.0.1', 5432), 2)" 2>/dev/null; then \
+		DATABASE_URL=$(PG_URL) REDIS_URL=$(REDIS_TEST_URL) $(PY) -m pytest; \
+	elif [ -n "$$CI" ]; then \
+		echo "PostgreSQL is not answering on 127.0.0.1:5432" >&2; exit 1; \
+	else \
+		echo "PostgreSQL is not answering on 127.0.0.1:5432: skipping the PostgreSQL pass"; \
+	fi
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy .
+	$(PY) manage.py makemigrations --check --dry-run
+
+clean:
+	rm -rf $(VENV) var staticfiles

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class KueuewebConfig(AppConfig):
+    name = "kueueweb"
+    verbose_name = "Access"

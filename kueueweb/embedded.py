@@ -1,0 +1,77 @@
+"""The embedded reconciler loop: Celery beat and workers inside the web process.
+
+In embedded mode (no REDIS_URL) there is no broker. This loop calls the same task functions
+that Celery beat sends in production, on the same periods, and runs the tasks that services
+request (``kueueweb.reconcile.request``) as soon as they are committed. It runs in one daemon
+thread of the web process, so there is exactly one reconciler and no lease contention.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Any
+
+from celery import current_app
+from django.conf import settings
+from django.db import close_old_connections
+
+logger = logging.getLogger(__name__)
+
+_requests: queue.Queue[tuple[str, tuple[Any, ...]]] = queue.Queue()
+_running = threading.Event()
+
+
+def is_running() -> bool:
+    return _running.is_set()
+
+
+def submit(task_name: str, args: tuple[Any, ...]) -> None:
+    """Queue a task for the loop (called after commit by kueueweb.reconcile)."""
+    _requests.put((task_name, args))
+
+
+def _call(task_name: str, args: tuple[Any, ...]) -> None:
+    task = current_app.tasks[task_name]
+    try:
+        task.run(*args)
+    except Exception:  # the loop must outlive a failing reconcile; the error is logged
+        logger.exception("embedded reconciler: %s%r failed", task_name, args)
+    finally:
+        close_old_connections()
+
+
+def run_forever(stop: threading.Event | None = None, tick: float = 0.2) -> None:
+    """Run periodic tasks on their schedule and requested tasks as they come."""
+    _running.set()
+    schedule = {
+        entry["task"]: float(entry["schedule"]) for entry in settings.CELERY_BEAT_SCHEDULE.values()
+    }
+    next_run = dict.fromkeys(schedule, 0.0)
+    try:
+        while stop is None or not stop.is_set():
+            now = time.monotonic()
+            for name, period in schedule.items():
+                if now >= next_run[name]:
+                    _call(name, ())
+                    next_run[name] = now + period
+            pending: dict[tuple[str, tuple[Any, ...]], None] = {}
+            try:
+                pending[_requests.get(timeout=tick)] = None
+                while True:
+                    pending[_requests.get_nowait()] = None
+            except queue.Empty:
+                pass
+            # Identical requests that piled up are run once: reconcilers are level-triggered.
+            for name, args in pending:
+                _call(name, args)
+    finally:
+        _running.clear()
+
+
+def start_in_thread() -> threading.Thread:
+    thread = threading.Thread(target=run_forever, name="kueueweb-reconcilers", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,55 @@
+"""The three roles and namespace grants, in one place for the API, the UI and WebSockets."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+from kueueweb.models import ALL_NAMESPACES
+
+
+class Role(IntEnum):
+    """Ordered so that a higher role includes everything a lower one may do."""
+
+    NONE = 0
+    VIEWER = 1
+    OPERATOR = 2
+    ADMIN = 3
+
+
+GROUP_NAMES = {Role.VIEWER: "viewer", Role.OPERATOR: "operator", Role.ADMIN: "admin"}
+
+
+def role_of(user: AbstractBaseUser | AnonymousUser) -> Role:
+    if not user.is_authenticated:
+        return Role.NONE
+    if getattr(user, "is_superuser", False):
+        return Role.ADMIN
+    cached = getattr(user, "_kueueweb_role", None)
+    if cached is not None:
+        return cached
+    names = set(user.groups.values_list("name", flat=True))  # type: ignore[union-attr]
+    role = Role.NONE
+    for candidate, group in GROUP_NAMES.items():
+        if group in names and candidate > role:
+            role = candidate
+    user._kueueweb_role = role  # type: ignore[union-attr]
+    return role
+
+
+def granted_namespaces(user: AbstractBaseUser | AnonymousUser) -> set[str]:
+    if not user.is_authenticated:
+        return set()
+    return set(user.namespace_grants.values_list("namespace", flat=True))  # type: ignore[union-attr]
+
+
+def can_operate_in(user: AbstractBaseUser | AnonymousUser, namespace: str) -> bool:
+    """Operators act only in namespaces granted to them; admins act everywhere."""
+    role = role_of(user)
+    if role >= Role.ADMIN:
+        return True
+    if role < Role.OPERATOR:
+        return False
+    grants = granted_namespaces(user)
+    return ALL_NAMESPACES in grants or namespace in grants

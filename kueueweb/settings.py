@@ -1,0 +1,254 @@
+"""kueueweb settings: one module, every value from the environment.
+
+Two modes, chosen by environment variables only:
+
+* embedded (default): SQLite, an in-memory channel layer, and the reconcilers run by a loop
+  inside the web process. Nothing but Python is needed.
+* production: ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` set. Celery workers and beat run
+  the reconcilers; Channels uses Redis.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from kueueweb.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("KUEUEWEB_VAR_DIR", str(BASE_DIR / "var")))
+
+# --- Core Django -------------------------------------------------------------------------
+
+DEBUG = env_bool("DEBUG", True)
+
+_DEV_SECRET = "kueueweb-development-only-secret-key-do-not-use-in-production"
+SECRET_KEY = env_secret("SECRET_KEY") or ""
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. With DEBUG off kueueweb refuses to start on a default "
+            "secret: set SECRET_KEY (or SECRET_KEY_FILE) to a long random string."
+        )
+    SECRET_KEY = _DEV_SECRET
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "kueueweb.apps.KueuewebConfig",
+    "scheduling.apps.SchedulingConfig",
+    "multicluster.apps.MulticlusterConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "kueueweb.urls"
+ASGI_APPLICATION = "kueueweb.asgi.application"
+WSGI_APPLICATION = "kueueweb.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database ----------------------------------------------------------------------------
+# DATABASE_URL selects the database (postgres://… or sqlite:///path); the embedded default is
+# a SQLite file under var/.
+
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web process read while the reconciler loop writes; the timeout makes a
+    # writer wait for the lock instead of failing at once.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+    )
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis, Celery, Channels -------------------------------------------------------------
+
+REDIS_URL = env_str("REDIS_URL", "")
+# The reconcilers run in Celery only when there is a broker; otherwise the web process runs
+# them in a loop of its own (kueueweb.embedded).
+RECONCILER_MODE = "celery" if REDIS_URL else "embedded"
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+
+RECONCILE_INTERVAL_SECONDS = env_float("KUEUEWEB_RECONCILE_INTERVAL_SECONDS", 5.0)
+# Periodic reconcilers. Celery beat sends these in production; the embedded loop calls the
+# same task functions on the same periods.
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 5000, "expiry": 30},
+        }
+    }
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- Auth, sessions, security ------------------------------------------------------------
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# Kubeconfigs of worker clusters are stored encrypted with this key (Fernet: 32 url-safe
+# base64-encoded bytes). In development a key is derived from SECRET_KEY.
+_fernet_key = env_secret("KUEUEWEB_ENCRYPTION_KEY")
+if not _fernet_key:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "KUEUEWEB_ENCRYPTION_KEY is not set. With DEBUG off kueueweb refuses to store "
+            "kubeconfigs under a derived key: generate one with `python -c \"from "
+            "cryptography.fernet import Fernet; print(Fernet.generate_key().decode())\"`."
+        )
+    _fernet_key = base64.urlsafe_b64encode(hashlib.sha256(SECRET_KEY.encode()).digest()).decode()
+KUEUEWEB_ENCRYPTION_KEY = _fernet_key
+
+# --- REST framework ----------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["kueueweb.permissions.RolePermission"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "kueueweb.pagination.ListPagination",
+    "PAGE_SIZE": 100,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "kueueweb.api.exception_handler",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "kueueweb API",
+    "DESCRIPTION": "Kueue's objects (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, Workload, "
+    "...) in Kueue's own shape, plus batch/v1 Jobs, worker clusters and MultiKueue.",
+    "VERSION": "v1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Static files, i18n ------------------------------------------------------------------
+
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# --- Kueue behaviour ---------------------------------------------------------------------
+
+KUEUEWEB = {
+    # Scheduler (Kueue Configuration): fair sharing is off unless asked for.
+    "FAIR_SHARING": env_bool("KUEUEWEB_FAIR_SHARING", False),
+    "FAIR_SHARING_PREEMPTION_STRATEGIES": env_list(
+        "KUEUEWEB_FAIR_SHARING_PREEMPTION_STRATEGIES",
+        ["LessThanOrEqualToFinalShare", "LessThanInitialShare"],
+    ),
+    "PARTIAL_ADMISSION": env_bool("KUEUEWEB_PARTIAL_ADMISSION", True),
+    "ELASTIC_JOBS_VIA_WORKLOAD_SLICES": env_bool("KUEUEWEB_ELASTIC_JOBS_VIA_WORKLOAD_SLICES", True),
+    # waitForPodsReady (Kueue v1beta2 defaults it to enabled).
+    "WAIT_FOR_PODS_READY": env_bool("KUEUEWEB_WAIT_FOR_PODS_READY", True),
+    "PODS_READY_TIMEOUT_SECONDS": env_int("KUEUEWEB_PODS_READY_TIMEOUT_SECONDS", 1800),
+    "PODS_READY_RECOVERY_TIMEOUT_SECONDS": env_int("KUEUEWEB_PODS_READY_RECOVERY_TIMEOUT_SECONDS", 1800),
+    "REQUEUE_BACKOFF_BASE_SECONDS": env_int("KUEUEWEB_REQUEUE_BACKOFF_BASE_SECONDS", 60),
+    "REQUEUE_BACKOFF_MAX_SECONDS": env_int("KUEUEWEB_REQUEUE_BACKOFF_MAX_SECONDS", 3600),
+    "REQUEUE_BACKOFF_LIMIT_COUNT": env_int("KUEUEWEB_REQUEUE_BACKOFF_LIMIT_COUNT", -1),
+    "LABEL_KEYS_TO_COPY": env_list("KUEUEWEB_LABEL_KEYS_TO_COPY", []),
+    # MultiKueue.
+    "MULTIKUEUE_ORIGIN": env_str("KUEUEWEB_MULTIKUEUE_ORIGIN", "multikueue"),
+    "MULTIKUEUE_WORKER_LOST_TIMEOUT_SECONDS": env_int("KUEUEWEB_WORKER_LOST_TIMEOUT_SECONDS", 900),
+    "MULTIKUEUE_GC_INTERVAL_SECONDS": env_int("KUEUEWEB_MULTIKUEUE_GC_INTERVAL_SECONDS", 60),
+    "DISPATCH_STEP_SIZE": env_int("KUEUEWEB_DISPATCH_STEP_SIZE", 3),
+    "DISPATCH_ROUND_TIMEOUT_SECONDS": env_int("KUEUEWEB_DISPATCH_ROUND_TIMEOUT_SECONDS", 300),
+    # The simulated cluster a fresh install starts with.
+    "DEFAULT_NODE_COUNT": env_int("KUEUEWEB_DEFAULT_NODE_COUNT", 4),
+    "DEFAULT_NODE_CPU": env_str("KUEUEWEB_DEFAULT_NODE_CPU", "16"),
+    "DEFAULT_NODE_MEMORY": env_str("KUEUEWEB_DEFAULT_NODE_MEMORY", "64Gi"),
+    # Admission lease: how long a cycle may hold a domain before another worker takes over.
+    "ADMISSION_LEASE_SECONDS": env_int("KUEUEWEB_ADMISSION_LEASE_SECONDS", 30),
+    # Largest YAML/JSON body accepted by apply and job submission.
+    "MAX_MANIFEST_BYTES": env_int("KUEUEWEB_MAX_MANIFEST_BYTES", 1024 * 1024),
+}
+DATA_UPLOAD_MAX_MEMORY_SIZE = KUEUEWEB["MAX_MANIFEST_BYTES"] + 64 * 1024
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+}
+
+# Static files are served by WhiteNoise from STATIC_ROOT (collectstatic); in development it
+# also finds them in place.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG

@@ -1,0 +1,36 @@
+"""Enumerations of the multicluster app, declared once."""
+
+from django.db import models
+
+
+class ClusterRole(models.TextChoices):
+    MANAGER = "manager"
+    WORKER = "worker"
+
+
+class ConnectionType(models.TextChoices):
+    SIMULATED = "simulated"
+    KUBERNETES = "kubernetes"
+
+
+class Dispatcher(models.TextChoices):
+    """MultiKueue dispatchers (Kueue config multiKueue.dispatcherName)."""
+
+    ALL_AT_ONCE = "AllAtOnce"
+    INCREMENTAL = "Incremental"
+    EXTERNAL = "External"
+
+
+class DispatchState(models.TextChoices):
+    """State of a hub workload's copy on one worker."""
+
+    NOMINATED = "Nominated"
+    CREATED = "Created"
+    ADMITTED = "Admitted"
+    WON = "Won"
+    REMOVED = "Removed"
+
+
+MULTIKUEUE_CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"
+# An admission check with this controller is set Ready/Retry/Rejected by hand (API or admin).
+MANUAL_CONTROLLER_NAME = "kueueweb.io/manual"

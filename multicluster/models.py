@@ -1,0 +1,155 @@
+"""Clusters (scheduling domains), their nodes, admission checks and MultiKueue dispatch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+
+from multicluster import secrets
+from multicluster.choices import ClusterRole, ConnectionType, Dispatcher, DispatchState
+from scheduling.models import DomainObject
+from scheduling.validators import validate_dns1123_subdomain
+
+
+class ClusterQuerySet(models.QuerySet["Cluster"]):
+    def manager_id(self) -> int | None:
+        return self.filter(role=ClusterRole.MANAGER).values_list("pk", flat=True).first()
+
+    def workers(self) -> ClusterQuerySet:
+        return self.filter(role=ClusterRole.WORKER)
+
+
+class Cluster(models.Model):
+    """A Kubernetes cluster kueueweb knows: the MultiKueue manager or a worker.
+
+    Each cluster is a scheduling domain of its own (its queues and workloads carry it) and has
+    a connection that runs its admitted jobs: a simulated cluster or a real one reached with
+    its kubeconfig, which is stored encrypted and never returned.
+    """
+
+    name = models.CharField(max_length=253, unique=True, validators=[validate_dns1123_subdomain])
+    role = models.CharField(max_length=16, choices=ClusterRole.choices, default=ClusterRole.WORKER)
+    connection_type = models.CharField(
+        max_length=16, choices=ConnectionType.choices, default=ConnectionType.SIMULATED
+    )
+    kubeconfig_encrypted = models.TextField(blank=True, editable=False)
+    # Simulated clusters: pod start delay and default run time, injected faults.
+    simulation = models.JSONField(default=dict, blank=True)
+    # --- status (written by the cluster reconciler) ---
+    conditions = models.JSONField(default=list, blank=True, editable=False)
+    lost_since = models.DateTimeField(null=True, blank=True, editable=False)
+    reconnect_attempts = models.PositiveIntegerField(default=0, editable=False)
+    next_reconnect_at = models.DateTimeField(null=True, blank=True, editable=False)
+    capacity = models.JSONField(default=dict, blank=True, editable=False)
+    resource_version = models.PositiveBigIntegerField(default=1, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ClusterQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-role", "name"]  # the manager ("manager" > "worker" reversed) first
+        constraints = [
+            models.UniqueConstraint(
+                fields=["role"], condition=Q(role="manager"), name="cluster_single_manager"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            self.resource_version += 1
+        super().save(*args, **kwargs)
+
+    @property
+    def has_kubeconfig(self) -> bool:
+        return bool(self.kubeconfig_encrypted)
+
+    def set_kubeconfig(self, kubeconfig: str) -> None:
+        self.kubeconfig_encrypted = secrets.encrypt(kubeconfig) if kubeconfig else ""
+
+    def get_kubeconfig(self) -> str:
+        return secrets.decrypt(self.kubeconfig_encrypted) if self.kubeconfig_encrypted else ""
+
+
+class Node(models.Model):
+    """A node of a cluster: observed from a real cluster, or defined for a simulated one."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253, validators=[validate_dns1123_subdomain])
+    capacity = models.JSONField(default=dict, help_text='Allocatable resources, e.g. {"cpu": "8"}.')
+    labels = models.JSONField(default=dict, blank=True)
+    taints = models.JSONField(default=list, blank=True)
+    unschedulable = models.BooleanField(default=False)
+    ready = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["cluster", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="node_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.name}"
+
+
+class AdmissionCheck(DomainObject):
+    """A second admission phase a cluster queue may require (Kueue AdmissionCheck)."""
+
+    controller_name = models.CharField(max_length=253)
+    parameters = models.JSONField(null=True, blank=True)
+    conditions = models.JSONField(default=list, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="admissioncheck_unique_name"),
+        ]
+
+
+class MultiKueueConfig(DomainObject):
+    """Which worker clusters a MultiKueue admission check dispatches to, in preference order."""
+
+    clusters = models.JSONField(default=list, help_text="Worker cluster names, in order.")
+    dispatcher = models.CharField(
+        max_length=16, choices=Dispatcher.choices, default=Dispatcher.ALL_AT_ONCE
+    )
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MultiKueue config"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="multikueueconfig_unique_name"),
+        ]
+
+
+class Dispatch(models.Model):
+    """A hub workload's copy on one worker cluster (MultiKueue)."""
+
+    workload = models.ForeignKey(
+        "scheduling.Workload", on_delete=models.CASCADE, related_name="dispatches"
+    )
+    worker = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="dispatches")
+    remote_workload = models.ForeignKey(
+        "scheduling.Workload", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    state = models.CharField(
+        max_length=16, choices=DispatchState.choices, default=DispatchState.NOMINATED
+    )
+    round = models.PositiveIntegerField(default=1)
+    nominated_at = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["workload", "round", "worker"]
+        verbose_name_plural = "dispatches"
+        constraints = [
+            models.UniqueConstraint(fields=["workload", "worker"], name="dispatch_unique_worker"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id} → {self.worker_id} ({self.state})"

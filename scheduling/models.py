@@ -1,0 +1,373 @@
+"""Kueue's objects as Django models, one scheduling domain per cluster (design §2).
+
+Every object belongs to a cluster (``multicluster.Cluster``), which is the scheduling domain:
+names are unique per cluster, as they would be in separate Kubernetes clusters. Spec fields
+mirror Kueue's (snake_case); status fields are written only by the reconcilers in
+``services.py``. Usage of a cluster queue is never stored: it is derived from the admitted
+workloads when a snapshot is built, as Kueue's cache does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import models
+from django.db.models import F, Q
+
+from scheduling.choices import (
+    BorrowWithinCohortPolicy,
+    EventType,
+    FungibilityPolicy,
+    FungibilityPreference,
+    QueueingStrategy,
+    QueueState,
+    ReclaimWithinCohort,
+    StopPolicy,
+    WithinClusterQueue,
+    WorkloadPhase,
+)
+from scheduling.validators import (
+    validate_dns1123_label,
+    validate_dns1123_subdomain,
+    validate_qualified_name,
+    validate_quantity,
+)
+
+
+def default_cluster_id() -> int | None:
+    """The manager cluster: where objects go unless another domain is named."""
+    from multicluster.models import Cluster
+
+    return Cluster.objects.manager_id()
+
+
+class DomainObject(models.Model):
+    """Fields every Kueue object has: its domain, name, identity and version."""
+
+    cluster = models.ForeignKey(
+        "multicluster.Cluster",
+        on_delete=models.CASCADE,
+        related_name="+",
+        default=default_cluster_id,
+        help_text="The scheduling domain (Kubernetes cluster) the object lives in.",
+    )
+    name = models.CharField(max_length=253, validators=[validate_dns1123_subdomain])
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    # Bumped on every write, like Kubernetes' resourceVersion; conditional updates use it.
+    resource_version = models.PositiveBigIntegerField(default=1, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            self.resource_version = (self.resource_version or 0) + 1
+            update_fields = kwargs.get("update_fields")
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "resource_version", "updated_at"}
+        super().save(*args, **kwargs)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NamespacedObject(DomainObject):
+    namespace = models.CharField(max_length=63, validators=[validate_dns1123_label])
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class ResourceFlavor(DomainObject):
+    """A kind of node (Kueue ResourceFlavor): its labels, taints and tolerations."""
+
+    node_labels = models.JSONField(default=dict, blank=True)
+    node_taints = models.JSONField(default=list, blank=True)
+    tolerations = models.JSONField(default=list, blank=True)
+    topology_name = models.CharField(max_length=253, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="resourceflavor_unique_name"),
+        ]
+
+
+class Cohort(DomainObject):
+    """A group of cluster queues that lend and borrow quota; cohorts nest through ``parent``."""
+
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    fair_sharing_weight = models.CharField(
+        max_length=64, null=True, blank=True, validators=[validate_quantity]
+    )
+    conditions = models.JSONField(default=list, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="cohort_unique_name"),
+        ]
+
+
+class ClusterQueue(DomainObject):
+    """A pool of quota (Kueue ClusterQueue) with its admission and preemption policies."""
+
+    cohort = models.ForeignKey(
+        Cohort, null=True, blank=True, on_delete=models.PROTECT, related_name="cluster_queues"
+    )
+    queueing_strategy = models.CharField(
+        max_length=32, choices=QueueingStrategy.choices, default=QueueingStrategy.BEST_EFFORT_FIFO
+    )
+    # Kueue v1beta2: null selects no namespace, {} selects every namespace.
+    namespace_selector = models.JSONField(null=True, blank=True, default=dict)
+    within_cluster_queue = models.CharField(
+        max_length=32, choices=WithinClusterQueue.choices, default=WithinClusterQueue.NEVER
+    )
+    reclaim_within_cohort = models.CharField(
+        max_length=32, choices=ReclaimWithinCohort.choices, default=ReclaimWithinCohort.NEVER
+    )
+    borrow_within_cohort_policy = models.CharField(
+        max_length=32,
+        choices=BorrowWithinCohortPolicy.choices,
+        default=BorrowWithinCohortPolicy.NEVER,
+    )
+    borrow_within_cohort_max_priority_threshold = models.IntegerField(null=True, blank=True)
+    when_can_borrow = models.CharField(
+        max_length=32, choices=FungibilityPolicy.choices, default=FungibilityPolicy.MAY_STOP_SEARCH
+    )
+    when_can_preempt = models.CharField(
+        max_length=32, choices=FungibilityPolicy.choices, default=FungibilityPolicy.TRY_NEXT_FLAVOR
+    )
+    fungibility_preference = models.CharField(
+        max_length=32, choices=FungibilityPreference.choices, blank=True
+    )
+    stop_policy = models.CharField(max_length=16, choices=StopPolicy.choices, default=StopPolicy.NONE)
+    fair_sharing_weight = models.CharField(
+        max_length=64, null=True, blank=True, validators=[validate_quantity]
+    )
+    # spec.admissionChecksStrategy.admissionChecks: [{"name": ..., "onFlavors": [...]}]
+    admission_checks = models.JSONField(default=list, blank=True)
+    conditions = models.JSONField(default=list, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="clusterqueue_unique_name"),
+        ]
+
+
+class FlavorQuota(models.Model):
+    """One (flavor, resource) quota of a resource group of a cluster queue or a cohort.
+
+    Kueue nests resourceGroups → flavors → resources; here each leaf is a row so a whole
+    queue's quota is edited in one table. Groups, flavor order and resource order are
+    recovered from ``resource_group`` and ``position``.
+    """
+
+    cluster_queue = models.ForeignKey(
+        ClusterQueue, null=True, blank=True, on_delete=models.CASCADE, related_name="quotas"
+    )
+    cohort = models.ForeignKey(
+        Cohort, null=True, blank=True, on_delete=models.CASCADE, related_name="quotas"
+    )
+    resource_group = models.PositiveSmallIntegerField(default=0)
+    position = models.PositiveIntegerField(default=0)
+    flavor = models.ForeignKey(ResourceFlavor, on_delete=models.PROTECT, related_name="quotas")
+    resource = models.CharField(max_length=253, validators=[validate_qualified_name])
+    nominal_quota = models.CharField(max_length=64, validators=[validate_quantity])
+    borrowing_limit = models.CharField(
+        max_length=64, null=True, blank=True, validators=[validate_quantity]
+    )
+    lending_limit = models.CharField(
+        max_length=64, null=True, blank=True, validators=[validate_quantity]
+    )
+
+    class Meta:
+        ordering = ["resource_group", "position", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(cluster_queue__isnull=False, cohort__isnull=True)
+                | Q(cluster_queue__isnull=True, cohort__isnull=False),
+                name="flavorquota_one_owner",
+            ),
+            models.UniqueConstraint(
+                fields=["cluster_queue", "flavor", "resource"],
+                name="flavorquota_unique_in_clusterqueue",
+            ),
+            models.UniqueConstraint(
+                fields=["cohort", "flavor", "resource"], name="flavorquota_unique_in_cohort"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.flavor_id}/{self.resource}: {self.nominal_quota}"
+
+
+class LocalQueue(NamespacedObject):
+    """The namespaced queue users submit to (Kueue LocalQueue)."""
+
+    cluster_queue = models.ForeignKey(
+        ClusterQueue, on_delete=models.PROTECT, related_name="local_queues"
+    )
+    stop_policy = models.CharField(max_length=16, choices=StopPolicy.choices, default=StopPolicy.NONE)
+    fair_sharing_weight = models.CharField(
+        max_length=64, null=True, blank=True, validators=[validate_quantity]
+    )
+    conditions = models.JSONField(default=list, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="localqueue_unique_name"
+            ),
+        ]
+
+
+class WorkloadPriorityClass(DomainObject):
+    """A named priority for workloads, independent of pod priority (Kueue)."""
+
+    value = models.IntegerField()
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-value", "name"]
+        verbose_name_plural = "workload priority classes"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"], name="workloadpriorityclass_unique_name"
+            ),
+        ]
+
+
+class Job(NamespacedObject):
+    """A submitted batch/v1 Job: the manifest as given and the status reported by its cluster."""
+
+    manifest = models.JSONField(help_text="The batch/v1 Job as submitted (apiVersion … spec).")
+    status = models.JSONField(default=dict, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="job_unique_name"),
+        ]
+
+
+class Workload(NamespacedObject):
+    """Kueue's unit of admission: pod sets with their requests, a priority and a queue."""
+
+    # --- spec ---
+    queue_name = models.CharField(max_length=253, blank=True, db_index=True)
+    priority_class_name = models.CharField(max_length=253, blank=True)
+    # "kueue.x-k8s.io/workloadpriorityclass" or "scheduling.k8s.io/priorityclass" (v1beta1 terms)
+    priority_class_source = models.CharField(max_length=64, blank=True)
+    priority = models.IntegerField(default=0)
+    active = models.BooleanField(default=True)
+    maximum_execution_time_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # [{"name": "main", "count": 3, "minCount": 2, "template": {...}}] as in Kueue.
+    pod_sets = models.JSONField()
+    labels = models.JSONField(default=dict, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)
+    job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.CASCADE, related_name="workloads"
+    )
+
+    # --- status (written by reconcilers only) ---
+    phase = models.CharField(
+        max_length=16, choices=WorkloadPhase.choices, default=WorkloadPhase.PENDING, editable=False
+    )
+    queue_state = models.CharField(
+        max_length=16, choices=QueueState.choices, default=QueueState.ACTIVE, editable=False
+    )
+    # The LocalQueue ``queue_name`` resolves to, once it exists (a LocalQueue's cluster queue
+    # is immutable, so pending workloads can be grouped per cluster queue through it).
+    local_queue = models.ForeignKey(
+        LocalQueue, null=True, blank=True, on_delete=models.SET_NULL, related_name="workloads",
+        editable=False,
+    )
+    # Set with status.admission while quota is reserved.
+    cluster_queue = models.ForeignKey(
+        ClusterQueue, null=True, blank=True, on_delete=models.PROTECT,
+        related_name="reserving_workloads", editable=False,
+    )
+    admission = models.JSONField(null=True, blank=True, editable=False)
+    conditions = models.JSONField(default=list, blank=True, editable=False)
+    # Ordering timestamp in the queue: creation, or the last eviction (requeuingStrategy
+    # timestamp Eviction, Kueue's default).
+    queued_at = models.DateTimeField(null=True, blank=True, editable=False)
+    quota_reserved_at = models.DateTimeField(null=True, blank=True, editable=False)
+    requeue_state = models.JSONField(null=True, blank=True, editable=False)
+    requeue_at = models.DateTimeField(null=True, blank=True, editable=False)
+    reclaimable_pods = models.JSONField(default=list, blank=True, editable=False)
+    admission_check_states = models.JSONField(default=list, blank=True, editable=False)
+    accumulated_past_execution_time_seconds = models.PositiveIntegerField(default=0, editable=False)
+    scheduling_stats = models.JSONField(default=dict, blank=True, editable=False)
+    # Engine state carried between cycles (flavor scan progress, last attempt).
+    scheduler_state = models.JSONField(default=dict, blank=True, editable=False)
+    nominated_cluster_names = models.JSONField(default=list, blank=True, editable=False)
+    cluster_name = models.CharField(max_length=253, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="workload_unique_name"
+            ),
+        ]
+        indexes = [
+            # Heads of each cluster queue: active pending workloads by priority, then time.
+            models.Index(
+                F("local_queue"), F("phase"), F("queue_state"), F("priority").desc(),
+                F("queued_at"), name="workload_queue_order",
+            ),
+            models.Index(fields=["cluster", "phase"], name="workload_domain_phase"),
+            models.Index(fields=["cluster_queue", "phase"], name="workload_cq_phase"),
+            models.Index(fields=["requeue_at"], name="workload_requeue_at"),
+        ]
+
+
+class Event(models.Model):
+    """An append-only history entry about an object, shown on its page (Kubernetes Event)."""
+
+    cluster = models.ForeignKey("multicluster.Cluster", on_delete=models.CASCADE, related_name="+")
+    workload = models.ForeignKey(
+        Workload, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    object_kind = models.CharField(max_length=64)
+    object_namespace = models.CharField(max_length=63, blank=True)
+    object_name = models.CharField(max_length=253)
+    type = models.CharField(max_length=16, choices=EventType.choices, default=EventType.NORMAL)
+    reason = models.CharField(max_length=128)
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["object_kind", "object_namespace", "object_name", "-created_at"],
+                         name="event_object"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.object_kind} {self.object_name}: {self.reason}"
+
+
+class AdmissionLease(models.Model):
+    """Who runs the admission cycle of a domain, until when (one writer per domain)."""
+
+    cluster = models.OneToOneField(
+        "multicluster.Cluster", on_delete=models.CASCADE, related_name="admission_lease"
+    )
+    holder = models.CharField(max_length=128, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}: {self.holder or '-'}"

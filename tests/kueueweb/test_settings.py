@@ -1,0 +1,68 @@
+"""Settings come from the environment; production refuses to start on default secrets."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_settings(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "KUEUEWEB_ENCRYPTION_KEY", "DATABASE_URL", "REDIS_URL"}}
+    clean.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", "import kueueweb.settings as s; print(s.DATABASES['default']['ENGINE'], s.RECONCILER_MODE, s.CHANNEL_LAYERS['default']['BACKEND'])"],
+        cwd=ROOT, env=clean, capture_output=True, text=True, check=False,
+    )
+
+
+def test_embedded_default_needs_nothing_but_python() -> None:
+    result = _load_settings({})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "django.db.backends.sqlite3", "embedded", "channels.layers.InMemoryChannelLayer",
+    ]
+
+
+def test_production_mode_from_database_and_redis_urls() -> None:
+    result = _load_settings({"DATABASE_URL": "postgres://u@db:5432/kw", "REDIS_URL": "redis://r:6379/0"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "django.db.backends.postgresql", "celery", "channels_redis.core.RedisChannelLayer",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("env", "missing"),
+    [
+        ({"DEBUG": "false"}, "SECRET_KEY is not set"),
+        ({"DEBUG": "false", "SECRET_KEY": "x" * 50}, "KUEUEWEB_ENCRYPTION_KEY is not set"),
+    ],
+    ids=["no-secret-key", "no-encryption-key"],
+)
+def test_debug_off_refuses_default_secrets(env: dict[str, str], missing: str) -> None:
+    result = _load_settings(env)
+    assert result.returncode != 0
+    assert missing in result.stderr
+
+
+def test_debug_off_starts_with_its_secrets(tmp_path: Path) -> None:
+    key_file = tmp_path / "secret"
+    key_file.write_text("s" * 50)
+    result = _load_settings({
+        "DEBUG": "false",
+        "SECRET_KEY_FILE": str(key_file),
+        "KUEUEWEB_ENCRYPTION_KEY": "f" * 43 + "=",
+    })
+    assert result.returncode == 0, result.stderr
+
+
+def test_invalid_boolean_is_rejected_with_its_name() -> None:
+    result = _load_settings({"DEBUG": "maybe"})
+    assert result.returncode != 0
+    assert "DEBUG must be one of" in result.stderr
