@@ -1,5 +1,13 @@
-"""/api/v1/: every kind, laid out as Kubernetes lays out its API."""
+"""/api/v1/: every kind, laid out as Kubernetes lays out its API.
 
-from django.urls import URLPattern, URLResolver
+Cluster-scoped kinds at ``/api/v1/<plural>/``; namespaced kinds at
+``/api/v1/namespaces/{namespace}/<plural>/`` and, across namespaces, ``/api/v1/<plural>/``.
+"""
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("scheduling.api.urls")),
+    path("", include("scheduling.api.workload_urls")),
+    path("", include("multicluster.api.urls")),
+]
