@@ -1,0 +1,210 @@
+"""Workloads and Jobs as the API shows them: Kueue's Workload (v1beta2) and batch/v1 Jobs.
+
+``workload_to_dict`` and ``job_to_dict`` build the objects (the UI reuses them). The
+serializer classes describe the same shapes for the OpenAPI schema and render through those
+functions; input is validated by ``scheduling.services`` so that the API, the UI and the
+admin refuse the same things with the same field paths.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from scheduling import jobs
+from scheduling.api.base import object_metadata
+from scheduling.choices import WorkloadPhase
+from scheduling.models import Job, Workload
+
+WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
+JOB_API_VERSION = "batch/v1"
+
+
+def _timestamp(value: Any) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def workload_metadata(workload: Workload) -> dict[str, Any]:
+    metadata = object_metadata(workload, namespaced=True)
+    if workload.job_id is not None:
+        job = workload.job
+        assert job is not None
+        metadata["ownerReferences"] = [{
+            "apiVersion": JOB_API_VERSION,
+            "kind": "Job",
+            "name": job.name,
+            "uid": str(job.uid),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }]
+    return metadata
+
+
+def workload_status(workload: Workload) -> dict[str, Any]:
+    """``status`` with every field present (empty when unset), so clients need no guards."""
+    pending = workload.phase == WorkloadPhase.PENDING
+    return {
+        "conditions": workload.conditions or [],
+        "admission": workload.admission,
+        "requeueState": workload.requeue_state,
+        "reclaimablePods": workload.reclaimable_pods or [],
+        "admissionChecks": workload.admission_check_states or [],
+        "accumulatedPastExecutionTimeSeconds": workload.accumulated_past_execution_time_seconds,
+        "schedulingStats": workload.scheduling_stats or None,
+        "nominatedClusterNames": workload.nominated_cluster_names or [],
+        "clusterName": workload.cluster_name or None,
+        # What the scheduler considers for a workload that is not admitted (Kueue).
+        "resourceRequests": [
+            {"name": ps.get("name", jobs.DEFAULT_POD_SET_NAME),
+             "resources": jobs.pod_set_total_requests(ps)}
+            for ps in workload.pod_sets
+        ] if pending else [],
+    }
+
+
+def workload_to_dict(workload: Workload) -> dict[str, Any]:
+    """A Workload object as Kueue's API serves it."""
+    return {
+        "apiVersion": WORKLOAD_API_VERSION,
+        "kind": "Workload",
+        "metadata": workload_metadata(workload),
+        "spec": jobs.spec_of(workload),
+        "status": workload_status(workload),
+    }
+
+
+def job_to_dict(job: Job) -> dict[str, Any]:
+    """The Job as submitted (name, namespace and uid defaulted) plus its ``status``."""
+    manifest = dict(job.manifest)
+    metadata = dict(manifest.get("metadata") or {})
+    metadata["resourceVersion"] = str(job.resource_version)
+    metadata["creationTimestamp"] = _timestamp(job.created_at)
+    # Not a Kubernetes field: the scheduling domain (cluster) the Job was submitted to.
+    metadata["cluster"] = job.cluster.name
+    manifest["metadata"] = metadata
+    manifest["status"] = job.status or {}
+    return manifest
+
+
+# --- Shapes for the schema -----------------------------------------------------------------
+
+
+class OwnerReferenceSerializer(serializers.Serializer[Any]):
+    apiVersion = serializers.CharField()
+    kind = serializers.CharField()
+    name = serializers.CharField()
+    uid = serializers.CharField()
+    controller = serializers.BooleanField()
+    blockOwnerDeletion = serializers.BooleanField()
+
+
+class ObjectMetaSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(required=False, help_text="Required unless generateName is set.")
+    generateName = serializers.CharField(
+        required=False, write_only=True,
+        help_text="Prefix of a name completed with five random characters.")
+    namespace = serializers.CharField(
+        required=False, help_text="Defaults to the namespace of the URL; must match it if set.")
+    uid = serializers.CharField(read_only=True)
+    resourceVersion = serializers.CharField(read_only=True)
+    creationTimestamp = serializers.DateTimeField(read_only=True)
+    labels = serializers.DictField(child=serializers.CharField(), required=False)
+    annotations = serializers.DictField(child=serializers.CharField(), required=False)
+    ownerReferences = OwnerReferenceSerializer(many=True, read_only=True)
+    cluster = serializers.CharField(
+        read_only=True, help_text="Not a Kubernetes field: the cluster (scheduling domain).")
+
+
+class PodSetSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(required=False, default=jobs.DEFAULT_POD_SET_NAME)
+    count = serializers.IntegerField(required=False, default=1, min_value=1)
+    minCount = serializers.IntegerField(
+        required=False, min_value=1,
+        help_text="Partial admission: the fewest pods acceptable (one pod set at most).")
+    template = serializers.JSONField(help_text="A pod template (core/v1 PodTemplateSpec).")
+
+
+class PriorityClassRefSerializer(serializers.Serializer[Any]):
+    group = serializers.ChoiceField(choices=["kueue.x-k8s.io", "scheduling.k8s.io"])
+    kind = serializers.ChoiceField(choices=["WorkloadPriorityClass", "PriorityClass"])
+    name = serializers.CharField()
+
+
+class WorkloadSpecSerializer(serializers.Serializer[Any]):
+    podSets = PodSetSerializer(many=True)
+    queueName = serializers.CharField(required=False, help_text="The LocalQueue.")
+    priorityClassRef = PriorityClassRefSerializer(required=False)
+    priority = serializers.IntegerField(required=False)
+    active = serializers.BooleanField(required=False, default=True)
+    maximumExecutionTimeSeconds = serializers.IntegerField(required=False, min_value=1)
+
+
+class PodSetAssignmentSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    flavors = serializers.DictField(child=serializers.CharField())
+    resourceUsage = serializers.DictField(child=serializers.CharField())
+    count = serializers.IntegerField()
+
+
+class AdmissionSerializer(serializers.Serializer[Any]):
+    clusterQueue = serializers.CharField()
+    podSetAssignments = PodSetAssignmentSerializer(many=True)
+
+
+class PodSetResourceRequestsSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    resources = serializers.DictField(child=serializers.CharField())
+
+
+class WorkloadStatusSerializer(serializers.Serializer[Any]):
+    conditions = serializers.ListField(child=serializers.JSONField())
+    admission = AdmissionSerializer(allow_null=True)
+    requeueState = serializers.JSONField(allow_null=True)
+    reclaimablePods = serializers.ListField(child=serializers.JSONField())
+    admissionChecks = serializers.ListField(child=serializers.JSONField())
+    accumulatedPastExecutionTimeSeconds = serializers.IntegerField()
+    schedulingStats = serializers.JSONField(allow_null=True)
+    nominatedClusterNames = serializers.ListField(child=serializers.CharField())
+    clusterName = serializers.CharField(allow_null=True)
+    resourceRequests = PodSetResourceRequestsSerializer(many=True)
+
+
+class WorkloadSerializer(serializers.Serializer[Workload]):
+    """A Kueue Workload (``kueue.x-k8s.io/v1beta2``); ``status`` is read-only."""
+
+    apiVersion = serializers.CharField(required=False, default=WORKLOAD_API_VERSION)
+    kind = serializers.CharField(required=False, default="Workload")
+    metadata = ObjectMetaSerializer()
+    spec = WorkloadSpecSerializer()
+    status = WorkloadStatusSerializer(read_only=True)
+
+    def to_representation(self, instance: Workload) -> dict[str, Any]:
+        return workload_to_dict(instance)
+
+
+class WorkloadSpecPatchSerializer(serializers.Serializer[Any]):
+    active = serializers.BooleanField(required=False)
+    queueName = serializers.CharField(required=False, help_text="Only while no quota is reserved.")
+    priorityClassRef = PriorityClassRefSerializer(
+        required=False, allow_null=True, help_text="Only while no quota is reserved.")
+    priority = serializers.IntegerField(required=False, help_text="Only while no quota is reserved.")
+
+
+class WorkloadPatchSerializer(serializers.Serializer[Any]):
+    """A JSON merge patch of a Workload's spec."""
+
+    spec = WorkloadSpecPatchSerializer()
+
+
+class JobSerializer(serializers.Serializer[Job]):
+    """A batch/v1 Job as submitted, with the status its cluster reports."""
+
+    apiVersion = serializers.CharField(default=JOB_API_VERSION)
+    kind = serializers.CharField(default="Job")
+    metadata = ObjectMetaSerializer()
+    spec = serializers.JSONField(help_text="A batch/v1 JobSpec.")
+    status = serializers.JSONField(read_only=True)
+
+    def to_representation(self, instance: Job) -> dict[str, Any]:
+        return job_to_dict(instance)

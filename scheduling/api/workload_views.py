@@ -1,0 +1,355 @@
+"""Workloads and Jobs over REST, laid out as Kubernetes serves them.
+
+``/api/v1/namespaces/{namespace}/workloads/[{name}/]`` and ``/api/v1/workloads/``; the same
+for ``jobs``. ``?cluster=NAME`` addresses another scheduling domain (default: the manager).
+Views only parse, authorize and call ``scheduling.services``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import status
+from rest_framework.exceptions import APIException, NotFound, ParseError, ValidationError
+from rest_framework.parsers import BaseParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.viewsets import GenericViewSet
+
+from kueueweb.roles import Role
+from multicluster.models import Cluster
+from scheduling import jobs, services, yamlio
+from scheduling.api.workload_filters import JobFilter, WorkloadFilter
+from scheduling.api.workload_serializers import (
+    JobSerializer,
+    WorkloadPatchSerializer,
+    WorkloadSerializer,
+)
+from scheduling.models import Job, Workload
+from scheduling.validation import FieldError, errors_to_dict
+
+# --- Parsers: one object per request, JSON or YAML, size-limited ---------------------------
+
+
+class PayloadTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "payload_too_large"
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The object already exists or has changed."
+    default_code = "conflict"
+
+
+class _ManifestParser(BaseParser):
+    """Reads at most ``KUEUEWEB["MAX_MANIFEST_BYTES"]`` and expects exactly one object."""
+
+    def load(self, data: bytes) -> list[Any]:
+        raise NotImplementedError
+
+    def parse(
+        self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
+    ) -> Any:
+        limit = yamlio.max_manifest_bytes()
+        data = stream.read(limit + 1) if stream is not None else b""
+        if len(data) > limit:
+            # Only limit + 1 bytes were read: the declared length says how large it was.
+            request = (parser_context or {}).get("request")
+            declared = request.META.get("CONTENT_LENGTH", "") if request is not None else ""
+            size = f"{declared} bytes" if declared.isdigit() else f"more than {limit} bytes"
+            raise PayloadTooLarge(f"manifests are {size}; at most {limit} bytes are accepted "
+                                  "(KUEUEWEB_MAX_MANIFEST_BYTES)")
+        try:
+            documents = self.load(data)
+        except yamlio.ManifestTooLarge as exc:
+            raise PayloadTooLarge(str(exc)) from exc
+        except yamlio.ManifestSyntaxError as exc:
+            raise ParseError(str(exc)) from exc
+        if len(documents) != 1 or not isinstance(documents[0], Mapping):
+            raise ParseError(f"expected one object in the body, found {len(documents)} documents"
+                             if len(documents) != 1 else "the body must be an object")
+        return documents[0]
+
+
+class JSONManifestParser(_ManifestParser):
+    media_type = "application/json"
+
+    def load(self, data: bytes) -> list[Any]:
+        return yamlio.load_json_documents(data)
+
+
+class MergePatchJSONParser(JSONManifestParser):
+    """``kubectl patch --type merge`` sends this media type."""
+
+    media_type = "application/merge-patch+json"
+
+
+class YAMLManifestParser(_ManifestParser):
+    """YAML, parsed safely: no anchors or aliases, no Python objects (``scheduling.yamlio``)."""
+
+    media_type = "application/yaml"
+
+    def load(self, data: bytes) -> list[Any]:
+        return yamlio.load_yaml_documents(data)
+
+
+class TextYAMLManifestParser(YAMLManifestParser):
+    media_type = "text/yaml"
+
+
+PARSERS = [JSONManifestParser, MergePatchJSONParser, YAMLManifestParser, TextYAMLManifestParser]
+
+
+# --- Shared pieces -------------------------------------------------------------------------
+
+CLUSTER_PARAMETER = OpenApiParameter(
+    "cluster", OpenApiTypes.STR, OpenApiParameter.QUERY,
+    description="The cluster (scheduling domain) to address; default: the manager.",
+)
+NAMESPACE_PARAMETER = OpenApiParameter(
+    "namespace", OpenApiTypes.STR, OpenApiParameter.PATH, description="The namespace.")
+NAME_PARAMETER = OpenApiParameter(
+    "name", OpenApiTypes.STR, OpenApiParameter.PATH, description="The object's name.")
+FIELD_ERRORS = OpenApiResponse(
+    OpenApiTypes.OBJECT,
+    description="Field errors by path, as Kubernetes and Kueue name the fields.",
+    examples=[OpenApiExample("negative request", value={
+        "spec.template.spec.containers[0].resources.requests.cpu": ["'-1' must not be negative"],
+    })],
+)
+REFUSED = OpenApiResponse(description="Not authenticated, or the role or namespace grant is "
+                          "missing.")
+CONFLICT = OpenApiResponse(description="The name is taken, or the object changed meanwhile.")
+NOT_FOUND = OpenApiResponse(description="No such object (or cluster).")
+
+
+class _DomainViewSet(GenericViewSet[Any]):
+    """Objects of one scheduling domain, optionally of one namespace (from the URL)."""
+
+    write_role = Role.OPERATOR
+    parser_classes = PARSERS
+    lookup_field = "name"
+    resource = ""  # Kubernetes' "<plural>.<group>" for messages
+
+    def get_cluster(self) -> Cluster:
+        cluster: Cluster | None = getattr(self, "_cluster", None)
+        if cluster is None:
+            name = self.request.query_params.get("cluster")
+            if name:
+                cluster = Cluster.objects.filter(name=name).first()
+                if cluster is None:
+                    raise NotFound(f'clusters "{name}" not found')
+            else:
+                cluster = services.resolve_cluster(None)
+            self._cluster = cluster
+        return cluster
+
+    def get_queryset(self) -> Any:
+        queryset = super().get_queryset().filter(cluster=self.get_cluster())
+        namespace = self.kwargs.get("namespace")
+        if namespace:
+            queryset = queryset.filter(namespace=namespace)
+        return queryset
+
+    def get_object(self) -> Any:
+        name = self.kwargs["name"]
+        obj = self.get_queryset().filter(name=name).first()
+        if obj is None:
+            raise NotFound(f'{self.resource} "{name}" not found')
+        self.check_object_permissions(self.request, obj)
+        return obj
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return Response(self.get_serializer(self.get_object()).data)
+
+
+def _body(data: Any) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise ValidationError({"body": ["must be an object"]})
+    return data
+
+
+# --- Workloads -----------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List workloads",
+        description="Kueue Workloads of a namespace, or of every namespace at /api/v1/workloads/.",
+        parameters=[CLUSTER_PARAMETER],
+        responses={200: WorkloadSerializer(many=True), 401: REFUSED, 403: REFUSED},
+    ),
+    create=extend_schema(
+        summary="Create a workload",
+        description="A Workload without a Job (Kueue's custom-workload integration). It starts "
+        "pending in its queue, queued at its creation time.",
+        parameters=[NAMESPACE_PARAMETER, CLUSTER_PARAMETER],
+        request=WorkloadSerializer,
+        responses={201: WorkloadSerializer, 400: FIELD_ERRORS, 401: REFUSED, 403: REFUSED,
+                   409: CONFLICT},
+    ),
+    retrieve=extend_schema(
+        summary="Read a workload",
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
+        responses={200: WorkloadSerializer, 404: NOT_FOUND},
+    ),
+    partial_update=extend_schema(
+        summary="Change a workload's spec",
+        description="A JSON merge patch of `spec`: `active` at any time; `queueName` and the "
+        "priority (`priorityClassRef`, `priority`) while no quota is reserved. Pod sets and "
+        "`maximumExecutionTimeSeconds` cannot change; `status` is read-only.",
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
+        request=WorkloadPatchSerializer,
+        responses={200: WorkloadSerializer, 400: FIELD_ERRORS, 403: REFUSED, 404: NOT_FOUND,
+                   409: CONFLICT},
+    ),
+    destroy=extend_schema(
+        summary="Delete a workload",
+        description="The quota it held is free at once.",
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
+        responses={204: None, 403: REFUSED, 404: NOT_FOUND},
+    ),
+)
+class WorkloadViewSet(_DomainViewSet):
+    queryset = Workload.objects.select_related("cluster", "job")
+    serializer_class = WorkloadSerializer
+    filterset_class = WorkloadFilter
+    resource = "workloads.kueue.x-k8s.io"
+
+    def create(self, request: Request, namespace: str) -> Response:
+        body = _body(request.data)
+        name, generate, labels, annotations = _workload_metadata(body, namespace)
+        cluster = self.get_cluster()
+        attempts = 1 if name else 8
+        for attempt in range(attempts):
+            try:
+                workload = services.create_workload(
+                    body.get("spec"), namespace=namespace,
+                    name=name or jobs.generate_name(generate), cluster=cluster,
+                    labels=labels, annotations=annotations,
+                )
+                break
+            except services.ConflictError as exc:
+                if attempt == attempts - 1:
+                    raise Conflict(str(exc)) from exc
+        return Response(self.get_serializer(workload).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, namespace: str, name: str) -> Response:
+        workload = self.get_object()
+        try:
+            workload = services.update_workload(workload, _body(request.data))
+        except services.ConflictError as exc:
+            raise Conflict(str(exc)) from exc
+        return Response(self.get_serializer(workload).data)
+
+    def destroy(self, request: Request, namespace: str, name: str) -> Response:
+        services.delete_workload(self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _workload_metadata(
+    body: Mapping[str, Any], namespace: str
+) -> tuple[str, str, dict[str, str], dict[str, str]]:
+    """(name, generateName, labels, annotations) of a Workload body, or field errors."""
+    errors: list[FieldError] = []
+    if body.get("apiVersion") not in (None, "kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"):
+        errors.append(FieldError("apiVersion", 'must be "kueue.x-k8s.io/v1beta2"'))
+    if body.get("kind") not in (None, "Workload"):
+        errors.append(FieldError("kind", 'must be "Workload"'))
+    metadata = body.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise ValidationError(errors_to_dict([*errors, FieldError("metadata", "must be an object")]))
+    name = metadata.get("name") or ""
+    generate = metadata.get("generateName") or ""
+    if not name and not generate:
+        errors.append(FieldError("metadata.name", "name or generateName is required"))
+    for path, value in (("metadata.name", name), ("metadata.generateName", generate)):
+        if not isinstance(value, str):
+            errors.append(FieldError(path, "must be a string"))
+    if metadata.get("namespace") not in (None, "", namespace):
+        errors.append(FieldError("metadata.namespace", "the namespace of the provided object "
+                                 "does not match the namespace sent on the request"))
+    maps: list[dict[str, str]] = []
+    for key in ("labels", "annotations"):
+        value = metadata.get(key) or {}
+        if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+            errors.append(FieldError(f"metadata.{key}", "must be a map of strings"))
+            value = {}
+        maps.append(dict(value))
+    if errors:
+        raise ValidationError(errors_to_dict(errors))
+    return str(name), str(generate), maps[0], maps[1]
+
+
+# --- Jobs ----------------------------------------------------------------------------------
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List jobs",
+        description="batch/v1 Jobs of a namespace, or of every namespace at /api/v1/jobs/. "
+        "Their workloads are at /api/v1/namespaces/{namespace}/workloads/?job=NAME.",
+        parameters=[CLUSTER_PARAMETER],
+        responses={200: JobSerializer(many=True), 401: REFUSED, 403: REFUSED},
+    ),
+    create=extend_schema(
+        summary="Submit a job",
+        description="A batch/v1 Job manifest as JSON or YAML (`Content-Type: application/yaml`"
+        " or `text/yaml`). The `kueue.x-k8s.io/queue-name` label names the LocalQueue "
+        "(defaulted to `default` when that LocalQueue exists). Kueue creates the Job's "
+        "Workload, which is listed with `?job=NAME`. Answers with the manifest plus `status`.",
+        parameters=[NAMESPACE_PARAMETER, CLUSTER_PARAMETER],
+        request={"application/json": JobSerializer, "application/yaml": JobSerializer,
+                 "text/yaml": JobSerializer},
+        responses={201: JobSerializer, 400: FIELD_ERRORS, 401: REFUSED, 403: REFUSED,
+                   409: CONFLICT, 413: OpenApiResponse(description="Body too large.")},
+    ),
+    retrieve=extend_schema(
+        summary="Read a job",
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
+        responses={200: JobSerializer, 404: NOT_FOUND},
+    ),
+    destroy=extend_schema(
+        summary="Delete a job",
+        description="Deletes the Job and its workload; the quota it held is free at once.",
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
+        responses={204: None, 403: REFUSED, 404: NOT_FOUND},
+    ),
+)
+class JobViewSet(_DomainViewSet):
+    queryset = Job.objects.select_related("cluster")
+    serializer_class = JobSerializer
+    filterset_class = JobFilter
+    resource = "jobs.batch"
+
+    def create(self, request: Request, namespace: str) -> Response:
+        try:
+            job = services.submit_job(
+                _body(request.data), namespace=namespace, cluster=self.get_cluster(),
+                user=request.user,
+            )
+        except services.ConflictError as exc:
+            raise Conflict(str(exc)) from exc
+        location = reverse("job-detail", kwargs={"namespace": namespace, "name": job.name})
+        return Response(self.get_serializer(job).data, status=status.HTTP_201_CREATED,
+                        headers={"Location": location})
+
+    def destroy(self, request: Request, namespace: str, name: str) -> Response:
+        services.delete_job(self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,396 @@
+"""Use cases of the scheduling app, called by the REST API, the UI and the reconcilers.
+
+Each validates, writes in one transaction and records events. Spec rules live in ``scheduling.jobs`` (pure), so every
+caller accepts and refuses exactly the same input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from kueueweb.roles import can_operate_in
+from multicluster.choices import ClusterRole
+from multicluster.models import Cluster
+from scheduling import jobs
+from scheduling.choices import EventType, WorkloadPhase
+from scheduling.models import Event, Job, LocalQueue, Workload, WorkloadPriorityClass
+from scheduling.validation import FieldError, errors_to_dict
+
+# =========================================================================================
+# Jobs and workloads: submission, spec changes and deletion
+# (Kueue's batch/v1 Job integration and its custom-workload integration)
+# =========================================================================================
+
+# Kubernetes retries a generateName that collides (RetryGenerateName); so do we.
+_GENERATE_NAME_ATTEMPTS = 8
+_RESERVED_PHASES = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
+
+
+class ConflictError(Exception):
+    """The object exists already, or changed since it was read (HTTP 409 in the API)."""
+
+
+def _invalid(errors: list[FieldError]) -> ValidationError:
+    return ValidationError(errors_to_dict(errors))
+
+
+def resolve_cluster(cluster: Cluster | None) -> Cluster:
+    """The scheduling domain an object goes to: ``cluster``, or the manager."""
+    if cluster is not None:
+        return cluster
+    return Cluster.objects.get(role=ClusterRole.MANAGER)
+
+
+def has_quota_reservation(workload: Workload) -> bool:
+    """QuotaReserved=True (Kueue ``HasQuotaReservation``); the spec is then mostly frozen."""
+    if workload.phase in _RESERVED_PHASES:
+        return True
+    return any(
+        c.get("type") == "QuotaReserved" and c.get("status") == "True"
+        for c in workload.conditions or ()
+    )
+
+
+def _kueue_settings() -> dict[str, Any]:
+    return dict(settings.KUEUEWEB)
+
+
+def _resolve_priority(
+    request: jobs.PriorityRequest, *, cluster: Cluster, path: str, explicit_path: str
+) -> tuple[str, str, int]:
+    """(class name, class source, priority) for what a spec or a Job asks for.
+
+    A WorkloadPriorityClass must exist in the domain and gives the value (Kueue keeps the
+    two equal); a pod PriorityClass comes with its value, since kueueweb has none to read.
+    """
+    if not request.source:
+        return "", "", request.priority or 0
+    if request.source == jobs.POD_PRIORITY_CLASS_SOURCE:
+        return request.class_name, request.source, request.priority or 0
+    wpc = WorkloadPriorityClass.objects.filter(cluster=cluster, name=request.class_name).first()
+    if wpc is None:
+        raise _invalid([FieldError(
+            path, f"WorkloadPriorityClass {request.class_name!r} not found in cluster "
+            f"{cluster.name!r}",
+        )])
+    if request.priority is not None and request.priority != wpc.value:
+        raise _invalid([FieldError(
+            explicit_path, f"must equal the value of WorkloadPriorityClass "
+            f"{request.class_name!r} ({wpc.value}), or be omitted",
+        )])
+    return wpc.name, request.source, wpc.value
+
+
+def _local_queue(cluster: Cluster, namespace: str, queue_name: str) -> LocalQueue | None:
+    if not queue_name:
+        return None
+    return LocalQueue.objects.filter(cluster=cluster, namespace=namespace, name=queue_name).first()
+
+
+def _save_new_workload(workload: Workload) -> Workload:
+    """Insert a pending workload queued at its creation time (Kueue orders by creation)."""
+    workload.save()
+    Workload.objects.filter(pk=workload.pk).update(queued_at=workload.created_at)
+    workload.queued_at = workload.created_at
+    return workload
+
+
+def _check_user(user: AbstractBaseUser | AnonymousUser | None, namespace: str) -> None:
+    if user is not None and not can_operate_in(user, namespace):
+        raise PermissionDenied(f"You may not submit jobs in namespace {namespace!r}.")
+
+
+def submit_job(
+    manifest: Mapping[str, Any],
+    *,
+    namespace: str,
+    cluster: Cluster | None = None,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> Job:
+    """Accept a batch/v1 Job and create its Workload, as Kueue's webhook and job reconciler do.
+
+    1. Refuse what Kubernetes or Kueue's Job webhook would (``jobs.validate_job_manifest``).
+    2. Default the labels Kueue's webhook defaults: queue name ``default`` when that
+       LocalQueue exists in the namespace (a queue is required otherwise: kueueweb manages
+       only queued jobs) and priority class ``default`` when that class exists.
+    3. Resolve the priority class (it must exist) and the name (``generateName``).
+    4. Store the Job and its pending Workload in one transaction, with a ``CreatedWorkload``
+       event on the Job.
+
+    Raises ValidationError (by field path), ConflictError (name taken) or PermissionDenied
+    (``user`` may not operate in ``namespace``).
+    """
+    domain = resolve_cluster(cluster)
+    _check_user(user, namespace)
+    options = _kueue_settings()
+    slices_enabled = bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"])
+    errors = jobs.validate_job_manifest(manifest, namespace=namespace, slices_enabled=slices_enabled)
+    if errors:
+        raise _invalid(errors)
+    metadata = manifest["metadata"]
+    labels: Mapping[str, str] = metadata.get("labels") or {}
+    try:
+        with transaction.atomic():
+            default_labels = _job_default_labels(labels, domain, namespace)
+            class_name = labels.get(jobs.PRIORITY_CLASS_LABEL) or default_labels.get(
+                jobs.PRIORITY_CLASS_LABEL, "")
+            request = jobs.PriorityRequest(
+                jobs.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
+            path = jobs.label_path(jobs.PRIORITY_CLASS_LABEL)
+            priority = _resolve_priority(request, cluster=domain, path=path, explicit_path=path)
+            job = Job(cluster=domain, namespace=namespace, name=_job_name(metadata, domain, namespace))
+            job.manifest = jobs.default_job_manifest(
+                manifest, name=job.name, namespace=namespace, uid=str(job.uid),
+                default_labels=default_labels,
+            )
+            job.save()
+            _create_job_workload(job, priority, options)
+    except IntegrityError as exc:
+        # A concurrent submission took the name between the check and the insert.
+        name = metadata.get("name") or metadata.get("generateName")
+        raise ConflictError(f'jobs.batch "{name}" already exists') from exc
+    return job
+
+
+def _job_default_labels(labels: Mapping[str, str], cluster: Cluster, namespace: str) -> dict[str, str]:
+    defaults: dict[str, str] = {}
+    if not labels.get(jobs.QUEUE_NAME_LABEL):
+        if not LocalQueue.objects.filter(
+            cluster=cluster, namespace=namespace, name=jobs.DEFAULT_LOCAL_QUEUE_NAME
+        ).exists():
+            raise _invalid([FieldError(
+                jobs.label_path(jobs.QUEUE_NAME_LABEL),
+                "is required: name the LocalQueue to submit to (there is no LocalQueue "
+                f"{jobs.DEFAULT_LOCAL_QUEUE_NAME!r} in namespace {namespace!r} to default to)",
+            )])
+        defaults[jobs.QUEUE_NAME_LABEL] = jobs.DEFAULT_LOCAL_QUEUE_NAME
+    if not labels.get(jobs.PRIORITY_CLASS_LABEL) and WorkloadPriorityClass.objects.filter(
+        cluster=cluster, name=jobs.DEFAULT_PRIORITY_CLASS_NAME
+    ).exists():
+        # Kueue's WorkloadPriorityClassDefaulting (beta, on).
+        defaults[jobs.PRIORITY_CLASS_LABEL] = jobs.DEFAULT_PRIORITY_CLASS_NAME
+    return defaults
+
+
+def _job_name(metadata: Mapping[str, Any], cluster: Cluster, namespace: str) -> str:
+    existing = Job.objects.filter(cluster=cluster, namespace=namespace)
+    name = metadata.get("name")
+    if name:
+        if existing.filter(name=name).exists():
+            raise ConflictError(f'jobs.batch "{name}" already exists')
+        return str(name)
+    for _ in range(_GENERATE_NAME_ATTEMPTS):
+        candidate = jobs.generate_name(str(metadata["generateName"]))
+        if not existing.filter(name=candidate).exists():
+            return candidate
+    raise ConflictError(
+        f'jobs.batch "{metadata["generateName"]}" could not be given a unique name; try again'
+    )
+
+
+def _create_job_workload(
+    job: Job, priority: tuple[str, str, int], options: Mapping[str, Any]
+) -> Workload:
+    draft = jobs.workload_for_job(
+        job.manifest,
+        label_keys_to_copy=options["LABEL_KEYS_TO_COPY"],
+        partial_admission=bool(options["PARTIAL_ADMISSION"]),
+        slices_enabled=bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]),
+    )
+    if Workload.objects.filter(cluster=job.cluster, namespace=job.namespace, name=draft.name).exists():
+        raise ConflictError(f'workloads.kueue.x-k8s.io "{draft.name}" already exists')
+    class_name, class_source, value = priority
+    workload = _save_new_workload(Workload(
+        cluster=job.cluster,
+        namespace=job.namespace,
+        name=draft.name,
+        job=job,
+        queue_name=draft.queue_name,
+        local_queue=_local_queue(job.cluster, job.namespace, draft.queue_name),
+        priority_class_name=class_name,
+        priority_class_source=class_source,
+        priority=value,
+        maximum_execution_time_seconds=draft.maximum_execution_time_seconds,
+        pod_sets=draft.pod_sets,
+        labels=draft.labels,
+        annotations=draft.annotations,
+    ))
+    # Kueue's job reconciler records this on the Job (reason CreatedWorkload); it is also
+    # linked to the workload so its page shows where it came from.
+    Event.objects.create(
+        cluster=job.cluster,
+        workload=workload,
+        object_kind="Job",
+        object_namespace=job.namespace,
+        object_name=job.name,
+        type=EventType.NORMAL,
+        reason="CreatedWorkload",
+        message=f"Created Workload: {workload.namespace}/{workload.name}",
+        created_at=workload.created_at,
+    )
+    return workload
+
+
+def delete_job(job: Job) -> None:
+    """Delete a Job and its workloads; the quota they held is free once they are gone
+    (usage is derived from admitted workloads, never stored)."""
+    with transaction.atomic():
+        Workload.objects.filter(job=job).delete()
+        job.delete()
+
+
+def create_workload(
+    spec: Any,
+    *,
+    namespace: str,
+    name: str,
+    cluster: Cluster | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Workload:
+    """Create a Workload directly (Kueue's custom-workload integration), pending in its queue.
+
+    The spec follows ``jobs.validate_workload_spec``; a named WorkloadPriorityClass must exist
+    and gives the priority. Raises ValidationError by field path, or ConflictError.
+    """
+    domain = resolve_cluster(cluster)
+    labels = dict(labels or {})
+    annotations = dict(annotations or {})
+    errors = jobs.validate_labels(labels) + jobs.validate_annotations(annotations)
+    errors.extend(jobs.validate_object_name(name, namespace))
+    elastic = jobs.is_elastic(
+        annotations, slices_enabled=bool(_kueue_settings()["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
+    values, spec_errors = jobs.validate_workload_spec(spec, elastic=elastic)
+    errors.extend(spec_errors)
+    if errors or values is None:
+        raise _invalid(errors)
+    try:
+        with transaction.atomic():
+            class_name, class_source, priority = _resolve_priority(
+                values.priority, cluster=domain, path=jobs.priority_class_path(spec),
+                explicit_path="spec.priority",
+            )
+            if Workload.objects.filter(cluster=domain, namespace=namespace, name=name).exists():
+                raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists')
+            return _save_new_workload(Workload(
+                cluster=domain,
+                namespace=namespace,
+                name=name,
+                queue_name=values.queue_name,
+                local_queue=_local_queue(domain, namespace, values.queue_name),
+                priority_class_name=class_name,
+                priority_class_source=class_source,
+                priority=priority,
+                active=values.active,
+                maximum_execution_time_seconds=values.maximum_execution_time_seconds,
+                pod_sets=values.pod_sets,
+                labels=labels,
+                annotations=annotations,
+            ))
+    except IntegrityError as exc:
+        raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists') from exc
+
+
+def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:
+    """Apply a JSON merge patch to a workload's spec: ``active`` at any time; ``queueName``
+    and the priority only while no quota is reserved. Pod sets and the maximum execution
+    time cannot change; with quota reserved they are refused with Kueue's messages.
+
+    The write is conditional on the version read, so a change racing with the admission
+    cycle is refused (ConflictError) rather than applied to a workload that was admitted
+    meanwhile. Raises ValidationError by field path.
+    """
+    if not isinstance(patch, Mapping):
+        raise _invalid([FieldError("body", "must be an object")])
+    errors = _metadata_patch_errors(workload, patch.get("metadata"))
+    spec_patch = patch.get("spec")
+    if spec_patch is not None and not isinstance(spec_patch, Mapping):
+        errors.append(FieldError("spec", "must be an object"))
+        spec_patch = None
+    current = jobs.spec_of(workload)
+    merged = jobs.merge_patch(current, spec_patch or {})
+    touched = set(spec_patch or {})
+    if touched & {"priorityClassRef", "priorityClassName", "priorityClassSource"}:
+        # Naming another class: its value replaces the one shown for the old class.
+        if "priority" not in touched:
+            merged.pop("priority", None)
+        if "priorityClassRef" not in touched:
+            merged.pop("priorityClassRef", None)
+    reserved = has_quota_reservation(workload)
+    changes: dict[str, Any] = {}
+    errors.extend(jobs.frozen_spec_errors(current, merged, reserved=reserved))
+
+    active = merged.get("active", True)
+    if not isinstance(active, bool):
+        errors.append(FieldError("spec.active", "must be a boolean"))
+    elif active != workload.active:
+        changes["active"] = active
+
+    queue_name = merged.get("queueName") or ""
+    if queue_name != workload.queue_name:
+        queue_errors = jobs.validate_queue_name(queue_name)
+        if reserved:
+            queue_errors = [FieldError("spec.queueName",
+                                       "queueName is immutable while workload quota reserved")]
+        errors.extend(queue_errors)
+        changes["queue_name"] = queue_name
+        if not queue_errors:
+            changes["local_queue"] = _local_queue(workload.cluster, workload.namespace, queue_name)
+
+    request, priority_errors = jobs.priority_request(merged)
+    errors.extend(priority_errors)
+    if errors:
+        raise _invalid(errors)
+    priority = _resolve_priority(
+        request, cluster=workload.cluster, path=jobs.priority_class_path(merged),
+        explicit_path="spec.priority",
+    )
+    if priority != (workload.priority_class_name, workload.priority_class_source, workload.priority):
+        if reserved:
+            path = "spec.priorityClassRef" if priority[:2] != (
+                workload.priority_class_name, workload.priority_class_source) else "spec.priority"
+            field_name = path.removeprefix("spec.")
+            raise _invalid([FieldError(path, f"{field_name} is immutable while workload quota "
+                                       "reserved")])
+        changes["priority_class_name"], changes["priority_class_source"], changes["priority"] = (
+            priority)
+    if not changes:
+        return workload
+    updated = Workload.objects.filter(
+        pk=workload.pk, resource_version=workload.resource_version
+    ).update(**changes, resource_version=F("resource_version") + 1, updated_at=timezone.now())
+    if updated != 1:
+        raise ConflictError(
+            f'Operation cannot be fulfilled on workloads.kueue.x-k8s.io "{workload.name}": the '
+            "object has been modified; please apply your changes to the latest version and "
+            "try again"
+        )
+    workload.refresh_from_db()
+    return workload
+
+
+def _metadata_patch_errors(workload: Workload, metadata: Any) -> list[FieldError]:
+    """Labels and annotations are not editable here; echoing them back unchanged is fine."""
+    if metadata is None:
+        return []
+    if not isinstance(metadata, Mapping):
+        return [FieldError("metadata", "must be an object")]
+    errors = []
+    for key, current in (("labels", workload.labels), ("annotations", workload.annotations)):
+        if key in metadata and jobs.merge_patch(current, metadata[key] or {}) != (current or {}):
+            errors.append(FieldError(f"metadata.{key}", "cannot be changed through the API"))
+    return errors
+
+
+def delete_workload(workload: Workload) -> None:
+    """Delete a workload; the quota it held is free at once (usage is derived)."""
+    with transaction.atomic():
+        workload.delete()
