@@ -123,7 +123,12 @@ CELERY_TIMEZONE = "UTC"
 RECONCILE_INTERVAL_SECONDS = env_float("KUEUEWEB_RECONCILE_INTERVAL_SECONDS", 5.0)
 # Periodic reconcilers. Celery beat sends these in production; the embedded loop calls the
 # same task functions on the same periods.
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "admission-all-domains": {
+        "task": "scheduling.tasks.schedule_admission_all_task",
+        "schedule": RECONCILE_INTERVAL_SECONDS,
+    },
+}
 
 if REDIS_URL:
     CHANNEL_LAYERS = {

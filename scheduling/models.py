@@ -156,6 +156,9 @@ class ClusterQueue(DomainObject):
     # spec.admissionChecksStrategy.admissionChecks: [{"name": ..., "onFlavors": [...]}]
     admission_checks = models.JSONField(default=list, blank=True)
     conditions = models.JSONField(default=list, blank=True, editable=False)
+    # Bumped whenever quota is released in the queue (Kueue's AllocatableResourceGeneration);
+    # flavor-scan progress recorded against an older generation starts over.
+    allocatable_generation = models.PositiveBigIntegerField(default=1, editable=False)
 
     class Meta:
         ordering = ["name"]
@@ -312,6 +315,9 @@ class Workload(NamespacedObject):
     scheduling_stats = models.JSONField(default=dict, blank=True, editable=False)
     # Engine state carried between cycles (flavor scan progress, last attempt).
     scheduler_state = models.JSONField(default=dict, blank=True, editable=False)
+    # The queue's sticky preemptor: it issued preemptions and keeps the head of its queue
+    # until it is admitted (Kueue's queue manager), so freed quota goes to it.
+    preempting = models.BooleanField(default=False, editable=False)
     nominated_cluster_names = models.JSONField(default=list, blank=True, editable=False)
     cluster_name = models.CharField(max_length=253, blank=True, editable=False)
 
@@ -368,6 +374,10 @@ class AdmissionLease(models.Model):
     )
     holder = models.CharField(max_length=128, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+    # Kueue's schedulingCycle counter, and a fingerprint of the quota specs seen by the last
+    # cycle: when quotas change, parked workloads get another chance.
+    cycle = models.PositiveBigIntegerField(default=0)
+    spec_fingerprint = models.CharField(max_length=64, blank=True)
 
     def __str__(self) -> str:
         return f"{self.cluster_id}: {self.holder or '-'}"

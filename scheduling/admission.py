@@ -1,0 +1,614 @@
+"""The admission reconciler: one Kueue scheduling cycle per call, for one domain.
+
+``run_admission_cycle`` is what the Celery task and the embedded loop call:
+
+1. take the domain's lease (one cycle per domain at a time, any number of workers);
+2. finish evictions whose workloads are gone, requeue what a quota change may now admit;
+3. build the snapshot with a fixed number of queries (specs, workloads holding quota,
+   one head per cluster queue picked by a window query in the database);
+4. run the pure engine (``scheduling.core.cycle.run_cycle``);
+5. apply every decision in one transaction, fenced by the lease and guarded by conditional
+   updates, so a decision about a workload that changed since the snapshot is dropped and
+   re-evaluated next cycle; events and follow-up work happen after commit.
+
+Kueue mapping: ``pkg/scheduler/scheduler.go`` (schedule, admit, requeueAndUpdate),
+``pkg/cache/queue`` (heads, parking, QueueInadmissibleWorkloads) and
+``pkg/scheduler/preemption`` IssuePreemptions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q, Window
+from django.db.models.functions import RowNumber
+
+from kueueweb import reconcile
+from scheduling import conditions as cond
+from scheduling import snapshots
+from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
+from scheduling.core.cycle import (
+    CyclePolicy,
+    Head,
+    HeadResult,
+    PreemptionTarget,
+    RequeueReason,
+    run_cycle,
+)
+from scheduling.core.quantities import int_to_quantity
+from scheduling.core.snapshot import Snapshot
+from scheduling.core.types import Admission, FairSharingStrategy
+from scheduling.core.workloads import AssignmentState
+from scheduling.locks import acquire, new_holder_id, release, still_held
+from scheduling.models import AdmissionLease, ClusterQueue, Event, LocalQueue, Workload
+
+logger = logging.getLogger(__name__)
+
+ADMISSION_TASK = "scheduling.tasks.admission_cycle_task"
+_RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
+
+
+@dataclass
+class CycleOutcome:
+    """What one call did; ``progressed`` asks for another cycle straight away."""
+
+    ran: bool
+    cycle: int = 0
+    heads: int = 0
+    admitted: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    released: int = 0
+    dropped: int = 0
+
+    @property
+    def progressed(self) -> bool:
+        return bool(self.admitted or self.preempted or self.released)
+
+
+def cycle_policy() -> CyclePolicy:
+    config = settings.KUEUEWEB
+    return CyclePolicy(
+        fair_sharing=config["FAIR_SHARING"],
+        fair_sharing_strategies=tuple(
+            FairSharingStrategy(s) for s in config["FAIR_SHARING_PREEMPTION_STRATEGIES"]
+        ),
+        partial_admission=config["PARTIAL_ADMISSION"],
+    )
+
+
+def request_admission(cluster_id: int) -> None:
+    """Ask for an admission cycle of the domain once the current transaction commits."""
+    reconcile.request(ADMISSION_TASK, cluster_id)
+
+
+# =========================================================================================
+# The cycle
+# =========================================================================================
+
+
+def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
+    """Run one scheduling cycle of the domain; a no-op if another worker holds its lease."""
+    holder = new_holder_id()
+    lease_for = timedelta(seconds=settings.KUEUEWEB["ADMISSION_LEASE_SECONDS"])
+    if not acquire(cluster_id, holder, now=now, duration=lease_for):
+        return CycleOutcome(ran=False)
+    try:
+        return _cycle_under_lease(cluster_id, holder, now=now)
+    finally:
+        release(cluster_id, holder)
+
+
+def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleOutcome:
+    # 1. Housekeeping that changes what the cycle sees.
+    released = release_evicted_workloads(cluster_id, now=now)
+    resolve_local_queues(cluster_id, now=now)
+    specs = snapshots.load_domain_specs(cluster_id)
+    _requeue_on_spec_change(cluster_id, specs, now=now)
+    lease = AdmissionLease.objects.get(cluster_id=cluster_id)
+    cycle = lease.cycle + 1
+
+    # 2. The snapshot: quota tree and workloads holding quota.
+    reserving = snapshots.reserving_rows(cluster_id)
+    generations = dict(
+        ClusterQueue.objects.filter(cluster_id=cluster_id).values_list(
+            "name", "allocatable_generation"
+        )
+    )
+    snapshot = Snapshot.build(
+        flavors=specs.flavors,
+        cohorts=specs.cohorts,
+        cluster_queues=specs.cluster_queues,
+        admitted=[snapshots.admitted_workload(row) for row in reserving],
+        generations=generations,
+        inactive=specs.inactive,
+    )
+
+    # 3. One head per cluster queue, in Kueue's queue order.
+    head_rows = select_heads(cluster_id, now=now)
+    heads = [
+        Head(
+            workload=snapshots.pending_workload(row),
+            cluster_queue=row["local_queue__cluster_queue__name"],
+            last_assignment=_assignment_state(row["scheduler_state"]),
+            is_preemptor=row["preempting"],
+        )
+        for row in head_rows
+    ]
+    outcome = CycleOutcome(ran=True, cycle=cycle, heads=len(heads), released=released)
+
+    # 4. Decide.
+    result = run_cycle(snapshot, heads, now=snapshots.epoch(now), policy=cycle_policy(),
+                       cycle=cycle)
+
+    # 5. Apply, fenced: if the lease was lost meanwhile, nothing is written.
+    rows_by_key = {f"{r['namespace']}/{r['name']}": r for r in head_rows}
+    reserving_by_key = {f"{r['namespace']}/{r['name']}": r for r in reserving}
+    with transaction.atomic():
+        if not still_held(cluster_id, holder, now=now):
+            logger.warning("admission cycle of cluster %s lost its lease; discarded", cluster_id)
+            return CycleOutcome(ran=False)
+        AdmissionLease.objects.filter(cluster_id=cluster_id).update(cycle=cycle)
+        events: list[Event] = []
+        for head in result.results:
+            row = rows_by_key[head.key]
+            if head.admitted:
+                if _reserve_quota(cluster_id, row, head, specs, now=now, events=events):
+                    outcome.admitted.append(head.key)
+                else:
+                    outcome.dropped += 1
+            else:
+                _record_pending(cluster_id, row, head, now=now, events=events)
+        for target in result.preemption_targets:
+            victim = reserving_by_key.get(target.workload_key)
+            if victim is None or target.already_evicted:
+                continue
+            preemptor = next(h for h in result.results if target in h.preemption_targets)
+            if _issue_preemption(cluster_id, victim, target, preemptor, now=now, events=events):
+                outcome.preempted.append(target.workload_key)
+        Event.objects.bulk_create(events)
+        if outcome.progressed:
+            request_admission(cluster_id)
+    return outcome
+
+
+def select_heads(cluster_id: int, *, now: datetime) -> list[dict[str, Any]]:
+    """The head of every cluster queue of the domain, as values() rows (one query).
+
+    Kueue's heap order (``cluster_queue.go``): the sticky preemptor first, then higher
+    priority, then the earlier queue-order timestamp, then UID. Only admissible workloads
+    that are not parked, whose LocalQueue is not stopped and whose back-off has ended are
+    candidates.
+    """
+    ranked = (
+        Workload.objects.filter(
+            cluster_id=cluster_id,
+            phase=WorkloadPhase.PENDING,
+            queue_state=QueueState.ACTIVE,
+            active=True,
+            local_queue__isnull=False,
+            local_queue__stop_policy=StopPolicy.NONE,
+        )
+        .filter(Q(requeue_at__isnull=True) | Q(requeue_at__lte=now))
+        .annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=[F("local_queue__cluster_queue_id")],
+                order_by=[
+                    F("preempting").desc(), F("priority").desc(), F("queued_at").asc(),
+                    F("uid").asc(),
+                ],
+            )
+        )
+        .filter(rank=1)
+        .values(*snapshots.WORKLOAD_FIELDS, "local_queue__cluster_queue__name")
+    )
+    return list(ranked)
+
+
+def _assignment_state(state: Mapping[str, Any] | None) -> AssignmentState | None:
+    data = (state or {}).get("lastAssignment")
+    return AssignmentState.from_dict(data) if data else None
+
+
+# =========================================================================================
+# Applying decisions
+# =========================================================================================
+
+
+def admission_to_json(admission: Admission) -> dict[str, Any]:
+    """``status.admission`` in Kueue's shape, quantities as Kubernetes strings."""
+    return {
+        "clusterQueue": admission.cluster_queue,
+        "podSetAssignments": [
+            {
+                "name": ps.name,
+                "flavors": dict(ps.flavors),
+                "resourceUsage": {
+                    r: int_to_quantity(r, v) for r, v in sorted(ps.resource_usage.items())
+                },
+                "count": ps.count,
+            }
+            for ps in admission.pod_sets
+        ],
+    }
+
+
+def required_checks(
+    specs: snapshots.DomainSpecs, cluster_queue: str, admission: Admission
+) -> list[str]:
+    """Checks the queue requires for the assigned flavors (Kueue AdmissionChecksForWorkload)."""
+    assigned = {f for ps in admission.pod_sets for f in ps.flavors.values()}
+    names = [
+        name for name, on_flavors in specs.admission_checks.get(cluster_queue, [])
+        if not on_flavors or assigned.intersection(on_flavors)
+    ]
+    return sorted(set(names))
+
+
+def _reserve_quota(
+    cluster_id: int,
+    row: Mapping[str, Any],
+    head: HeadResult,
+    specs: snapshots.DomainSpecs,
+    *,
+    now: datetime,
+    events: list[Event],
+) -> bool:
+    """QuotaReserved (and Admitted when the queue requires no checks), conditionally."""
+    assert head.admission is not None
+    cq_name = head.cluster_queue
+    checks = required_checks(specs, cq_name, head.admission)
+    conditions = cond.set_condition(
+        row["conditions"], "QuotaReserved", True, "QuotaReserved",
+        f"Quota reserved in ClusterQueue {cq_name}", now=now,
+    )
+    # Kueue's SetQuotaReservation: Evicted and Preempted are reset ("Previously: ...").
+    for type_ in ("Evicted", "Preempted"):
+        previous = cond.find(conditions, type_)
+        if previous and previous.get("status") == "True":
+            conditions = cond.set_condition(
+                conditions, type_, False, "QuotaReserved",
+                f"Previously: {previous.get('message', '')}", now=now,
+            )
+    if checks:
+        phase = WorkloadPhase.QUOTA_RESERVED
+        conditions = cond.set_condition(
+            conditions, "Admitted", False, "UnsatisfiedAdmissionChecks",
+            "The workload has not all admission checks", now=now,
+        )
+    else:
+        phase = WorkloadPhase.ADMITTED
+        conditions = cond.set_condition(
+            conditions, "Admitted", True, "Admitted", "The workload is admitted", now=now,
+        )
+    check_states = [
+        {"name": name, "state": "Pending", "lastTransitionTime": cond.timestamp(now),
+         "message": ""}
+        for name in checks
+    ]
+    updated = Workload.objects.filter(
+        pk=row["id"], phase=WorkloadPhase.PENDING, active=True,
+        resource_version=row["resource_version"],
+    ).update(
+        phase=phase,
+        admission=admission_to_json(head.admission),
+        cluster_queue_id=specs.cluster_queue_ids[cq_name],
+        conditions=conditions,
+        quota_reserved_at=now,
+        admission_check_states=check_states,
+        scheduler_state={},
+        preempting=False,
+        queue_state=QueueState.ACTIVE,
+        resource_version=F("resource_version") + 1,
+    )
+    if updated != 1:
+        return False  # changed since the snapshot; the next cycle looks again
+    waited = int((now - (row["queued_at"] or row["created_at"])).total_seconds())
+    events.append(_event(cluster_id, row, "QuotaReserved",
+                         f"Quota reserved in ClusterQueue {cq_name}, wait time since queued "
+                         f"was {waited}s", now=now))
+    if phase == WorkloadPhase.ADMITTED:
+        events.append(_event(cluster_id, row, "Admitted",
+                             f"Admitted by ClusterQueue {cq_name}, wait time since reservation "
+                             "was 0s", now=now))
+    return True
+
+
+def _record_pending(
+    cluster_id: int,
+    row: Mapping[str, Any],
+    head: HeadResult,
+    *,
+    now: datetime,
+    events: list[Event],
+) -> None:
+    """QuotaReserved=False with the reason an operator reads, and the queue position.
+
+    Written only when something changed, so a head that waits for many cycles costs one
+    write, not one per cycle.
+    """
+    conditions = cond.set_condition(
+        row["conditions"], "QuotaReserved", False, head.quota_reserved_reason or "Pending",
+        head.message, now=now,
+    )
+    queue_state = QueueState.INADMISSIBLE if head.parked else QueueState.ACTIVE
+    state = dict(row["scheduler_state"] or {})
+    if head.last_assignment is not None:
+        state["lastAssignment"] = head.last_assignment.to_dict()
+    else:
+        state.pop("lastAssignment", None)
+    # The sticky preemptor: it issued preemptions (or waits for earlier ones) and keeps
+    # its queue's head until admitted.
+    preempting = bool(head.preemption_targets) or (
+        head.requeue_reason is RequeueReason.PENDING_PREEMPTION
+    )
+    unchanged = (
+        _same_conditions(conditions, row["conditions"])
+        and queue_state == row["queue_state"]
+        and state == (row["scheduler_state"] or {})
+        and preempting == row["preempting"]
+    )
+    if unchanged:
+        return
+    message_changed = not _same_conditions(conditions, row["conditions"])
+    updated = Workload.objects.filter(
+        pk=row["id"], phase=WorkloadPhase.PENDING, resource_version=row["resource_version"],
+    ).update(
+        conditions=conditions,
+        queue_state=queue_state,
+        scheduler_state=state,
+        preempting=preempting,
+        resource_version=F("resource_version") + 1,
+    )
+    if updated == 1 and message_changed:
+        events.append(_event(cluster_id, row, head.quota_reserved_reason or "Pending",
+                             head.message, now=now, type_=EventType.WARNING))
+
+
+def _same_conditions(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> bool:
+    def key(items: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+        return sorted((c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+                      for c in items or ())
+    return key(a) == key(b)
+
+
+def _issue_preemption(
+    cluster_id: int,
+    victim: Mapping[str, Any],
+    target: PreemptionTarget,
+    preemptor: HeadResult,
+    *,
+    now: datetime,
+    events: list[Event],
+) -> bool:
+    """Evicted=True (Preempted) and Preempted=True with the target's reason (Kueue
+    IssuePreemptions). The victim keeps its quota until its pods are gone."""
+    message = target.message
+    conditions = cond.set_condition(victim["conditions"], "Evicted", True, "Preempted",
+                                    message, now=now)
+    conditions = cond.set_condition(conditions, "Preempted", True, target.reason, message,
+                                    now=now)
+    updated = Workload.objects.filter(
+        pk=victim["id"], phase__in=_RESERVED, resource_version=victim["resource_version"],
+    ).update(conditions=conditions, resource_version=F("resource_version") + 1)
+    if updated != 1:
+        return False
+    events.append(_event(cluster_id, victim, "Preempted", message, now=now))
+    return True
+
+
+def _event(
+    cluster_id: int,
+    row: Mapping[str, Any],
+    reason: str,
+    message: str,
+    *,
+    now: datetime,
+    type_: str = EventType.NORMAL,
+) -> Event:
+    return Event(
+        cluster_id=cluster_id, workload_id=row["id"], object_kind="Workload",
+        object_namespace=row["namespace"], object_name=row["name"], type=type_,
+        reason=reason, message=message, created_at=now,
+    )
+
+
+# =========================================================================================
+# Queue housekeeping (Kueue's queue manager, on rows)
+# =========================================================================================
+
+
+def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
+    """Second phase of eviction: give back the quota of evicted workloads and requeue them.
+
+    Kueue releases quota only once the evicted workload's pods are gone; a workload with a
+    job on a cluster is released by the cluster reconciler when its pods have stopped, a
+    workload without running pods here.
+    """
+    rows = list(
+        Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED)
+        .filter(conditions__contains=[{"type": "Evicted", "status": "True"}])
+        .values("id", "namespace", "name", "conditions", "resource_version",
+                "cluster_queue_id", "active")
+    ) if _json_contains_supported() else [
+        row for row in Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED)
+        .values("id", "namespace", "name", "conditions", "resource_version",
+                "cluster_queue_id", "active")
+        if cond.is_true(row["conditions"], "Evicted")
+    ]
+    released = 0
+    freed_queues: set[int] = set()
+    with transaction.atomic():
+        for row in rows:
+            if release_quota(cluster_id, row, now=now):
+                released += 1
+                freed_queues.add(row["cluster_queue_id"])
+        if freed_queues:
+            on_quota_released(cluster_id, freed_queues, now=now)
+    return released
+
+
+def _json_contains_supported() -> bool:
+    from django.db import connection
+
+    return connection.vendor == "postgresql"
+
+
+def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> bool:
+    """Clear the admission of an evicted workload and put it back in its queue.
+
+    Preempted workloads are requeued at once (Requeued=True); other evictions set
+    Requeued=False with the eviction reason until their back-off ends (§6.2).
+    """
+    evicted = cond.find(row["conditions"], "Evicted") or {}
+    reason = evicted.get("reason", "Preempted")
+    conditions = cond.set_condition(row["conditions"], "QuotaReserved", False, "Pending",
+                                    evicted.get("message", "Evicted"), now=now)
+    conditions = cond.set_condition(conditions, "Admitted", False, "NoReservation",
+                                    "The workload has no reservation", now=now)
+    immediate = reason in ("Preempted", "NodeFailures")
+    conditions = cond.set_condition(conditions, "Requeued", immediate, reason,
+                                    evicted.get("message", ""), now=now)
+    updated = Workload.objects.filter(
+        pk=row["id"], resource_version=row["resource_version"]
+    ).update(
+        phase=WorkloadPhase.PENDING,
+        admission=None,
+        cluster_queue=None,
+        quota_reserved_at=None,
+        admission_check_states=[],
+        conditions=conditions,
+        queue_state=QueueState.ACTIVE if immediate else QueueState.INADMISSIBLE,
+        cluster_name="",
+        nominated_cluster_names=[],
+        resource_version=F("resource_version") + 1,
+    )
+    return updated == 1
+
+
+def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now: datetime) -> None:
+    """Quota came back in these queues: bump their generation (scan progress restarts) and
+    give parked workloads of their cohort trees another chance (QueueInadmissibleWorkloads)."""
+    ids = set(cluster_queue_ids)
+    ClusterQueue.objects.filter(pk__in=ids).update(
+        allocatable_generation=F("allocatable_generation") + 1
+    )
+    queue_inadmissible_workloads(cluster_id, ids, now=now)
+    request_admission(cluster_id)
+
+
+def cohort_tree_queue_ids(cluster_id: int, cluster_queue_ids: Iterable[int]) -> set[int]:
+    """Every cluster queue in the cohort trees (from the root) of the given queues."""
+    queues = list(ClusterQueue.objects.filter(cluster_id=cluster_id)
+                  .values("id", "cohort_id", "cohort__parent_id"))
+    from scheduling.models import Cohort
+
+    parents = dict(Cohort.objects.filter(cluster_id=cluster_id).values_list("id", "parent_id"))
+
+    def root(cohort_id: int | None) -> int | None:
+        seen: set[int] = set()
+        while cohort_id is not None and parents.get(cohort_id) is not None:
+            if cohort_id in seen:
+                break
+            seen.add(cohort_id)
+            cohort_id = parents[cohort_id]
+        return cohort_id
+
+    wanted = set(cluster_queue_ids)
+    roots = {root(q["cohort_id"]) for q in queues if q["id"] in wanted and q["cohort_id"]}
+    return wanted | {q["id"] for q in queues if q["cohort_id"] and root(q["cohort_id"]) in roots}
+
+
+def queue_inadmissible_workloads(
+    cluster_id: int, cluster_queue_ids: Iterable[int] | None, *, now: datetime
+) -> int:
+    """Move parked workloads back to their queues' heaps; None means every queue."""
+    parked = Workload.objects.filter(
+        cluster_id=cluster_id, phase=WorkloadPhase.PENDING,
+        queue_state=QueueState.INADMISSIBLE,
+    ).filter(Q(requeue_at__isnull=True) | Q(requeue_at__lte=now))
+    # Workloads still backing off (Requeued=False) stay parked: the lifecycle reconciler
+    # flips them when their back-off ends.
+    parked = parked.exclude(conditions__contains=[{"type": "Requeued", "status": "False"}]) \
+        if _json_contains_supported() else parked
+    if cluster_queue_ids is not None:
+        tree = cohort_tree_queue_ids(cluster_id, cluster_queue_ids)
+        parked = parked.filter(local_queue__cluster_queue_id__in=tree)
+    if not _json_contains_supported():
+        ids = [
+            pk for pk, conditions in parked.values_list("id", "conditions")
+            if not _requeued_false(conditions)
+        ]
+        parked = Workload.objects.filter(pk__in=ids)
+    return parked.update(queue_state=QueueState.ACTIVE, resource_version=F("resource_version") + 1)
+
+
+def _requeued_false(conditions: Sequence[Mapping[str, Any]]) -> bool:
+    found = cond.find(conditions, "Requeued")
+    return found is not None and found.get("status") == "False"
+
+
+def resolve_local_queues(cluster_id: int, *, now: datetime) -> int:
+    """Link pending workloads to their LocalQueue once it exists (Kueue queues a workload
+    only when its LocalQueue exists); say why the others wait."""
+    orphans = list(
+        Workload.objects.filter(
+            cluster_id=cluster_id, phase=WorkloadPhase.PENDING, local_queue__isnull=True
+        ).values("id", "namespace", "queue_name", "conditions", "resource_version")
+    )
+    if not orphans:
+        return 0
+    queues = {
+        (lq.namespace, lq.name): lq.pk
+        for lq in LocalQueue.objects.filter(
+            cluster_id=cluster_id,
+            namespace__in={o["namespace"] for o in orphans},
+            name__in={o["queue_name"] for o in orphans},
+        )
+    }
+    linked = 0
+    for orphan in orphans:
+        lq = queues.get((orphan["namespace"], orphan["queue_name"]))
+        if lq is not None:
+            linked += Workload.objects.filter(pk=orphan["id"], local_queue__isnull=True).update(
+                local_queue_id=lq, queue_state=QueueState.ACTIVE,
+                resource_version=F("resource_version") + 1,
+            )
+            continue
+        message = (f"LocalQueue {orphan['queue_name']} doesn't exist" if orphan["queue_name"]
+                   else "The workload has no queue name")
+        conditions = cond.set_condition(orphan["conditions"], "QuotaReserved", False,
+                                        "Inadmissible", message, now=now)
+        if not _same_conditions(conditions, orphan["conditions"]):
+            Workload.objects.filter(pk=orphan["id"],
+                                    resource_version=orphan["resource_version"]).update(
+                conditions=conditions, resource_version=F("resource_version") + 1)
+    return linked
+
+
+def _requeue_on_spec_change(cluster_id: int, specs: snapshots.DomainSpecs, *, now: datetime) -> None:
+    """A changed quota tree (queue, cohort or flavor edited) may admit parked workloads."""
+    fingerprint = hashlib.sha256(
+        repr((specs.flavors, specs.cohorts, specs.cluster_queues, specs.inactive,
+              sorted(specs.admission_checks.items()))).encode()
+    ).hexdigest()
+    changed = AdmissionLease.objects.filter(cluster_id=cluster_id).exclude(
+        spec_fingerprint=fingerprint
+    ).update(spec_fingerprint=fingerprint)
+    if changed:
+        queue_inadmissible_workloads(cluster_id, None, now=now)
+
+
+def request_all_domains() -> None:
+    """Ask for a cycle of every domain (the periodic safety net behind the triggers)."""
+    from multicluster.models import Cluster
+
+    for cluster_id in Cluster.objects.values_list("pk", flat=True):
+        request_admission(cluster_id)

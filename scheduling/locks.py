@@ -1,0 +1,64 @@
+"""One admission cycle per domain at a time: a lease row with expiry, and a fence.
+
+Kueue runs one scheduler per cluster. Here any number of Celery workers may try to run the
+cycle of the same domain; the lease (a conditional UPDATE on ``AdmissionLease``) lets one
+through, and expires so that a dead worker's domain is taken over. Because a slow holder
+could outlive its lease, the apply step also *fences*: inside its transaction it locks the
+lease row and checks it still holds it, so two cycles can never both write decisions.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
+from scheduling.models import AdmissionLease
+
+
+def new_holder_id() -> str:
+    """A holder id unique to this attempt: host, process and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def acquire(cluster_id: int, holder: str, *, now: datetime, duration: timedelta) -> bool:
+    """Take the domain's lease if it is free, expired, or already ours."""
+    _ensure_row(cluster_id)
+    taken = (
+        AdmissionLease.objects.filter(cluster_id=cluster_id)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__lte=now) | Q(holder=holder))
+        .update(holder=holder, expires_at=now + duration)
+    )
+    return taken == 1
+
+
+def release(cluster_id: int, holder: str) -> None:
+    """Give the lease back at once (if still ours) so the next cycle need not wait."""
+    AdmissionLease.objects.filter(cluster_id=cluster_id, holder=holder).update(
+        holder="", expires_at=None
+    )
+
+
+def still_held(cluster_id: int, holder: str, *, now: datetime) -> bool:
+    """Inside a transaction: lock the lease row and check ``holder`` still holds it."""
+    lease = AdmissionLease.objects.select_for_update().filter(cluster_id=cluster_id).first()
+    return bool(
+        lease is not None
+        and lease.holder == holder
+        and lease.expires_at is not None
+        and lease.expires_at > now
+    )
+
+
+def _ensure_row(cluster_id: int) -> None:
+    if AdmissionLease.objects.filter(cluster_id=cluster_id).exists():
+        return
+    try:
+        with transaction.atomic():
+            AdmissionLease.objects.create(cluster_id=cluster_id)
+    except IntegrityError:
+        pass  # another worker created it first

@@ -1,0 +1,288 @@
+"""From database rows to the engine's immutable specs (Kueue's cache → Snapshot).
+
+Everything a cycle needs is read with a fixed number of queries, independent of how many
+workloads exist: flavors, cohorts, cluster queues with their quotas, admission checks, and
+the workloads holding quota in the domain (read as plain values, not model instances).
+Pending heads are selected separately (``admission.select_heads``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from scheduling import core
+from scheduling.choices import WorkloadPhase
+from scheduling.core.quantities import QuantityError, parse_quantity, quantity_to_int
+from scheduling.models import ClusterQueue, Cohort, FlavorQuota, ResourceFlavor, Workload
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+# Workload columns read for the snapshot; kept narrow so 50,000 rows stay cheap.
+WORKLOAD_FIELDS = (
+    "id", "namespace", "name", "uid", "priority", "queue_name", "pod_sets", "admission",
+    "created_at", "quota_reserved_at", "queued_at", "conditions", "active", "requeue_at",
+    "reclaimable_pods", "labels", "scheduler_state", "resource_version", "queue_state",
+    "preempting", "cluster_queue__name",
+)
+
+
+def epoch(moment: datetime | None) -> float:
+    """The engine's clock: float seconds since the epoch (it never reads a clock itself)."""
+    return moment.timestamp() if moment is not None else 0.0
+
+
+@dataclass
+class DomainSpecs:
+    """The quota tree of one domain, as engine specs, plus lookups the services need."""
+
+    flavors: list[core.types.ResourceFlavorSpec]
+    cohorts: list[core.types.CohortSpec]
+    cluster_queues: list[core.types.ClusterQueueSpec]
+    cluster_queue_ids: dict[str, int]
+    # Queues inactive for reasons the engine cannot see (a missing admission check).
+    inactive: dict[str, str] = field(default_factory=dict)
+    # Admission checks each queue requires: [(check name, flavors or empty = all)].
+    admission_checks: dict[str, list[tuple[str, tuple[str, ...]]]] = field(default_factory=dict)
+
+
+def _quota(value: str | None, resource: str) -> int | None:
+    return None if value is None else quantity_to_int(resource, value)
+
+
+def _resource_groups(rows: Iterable[FlavorQuota]) -> tuple[core.types.ResourceGroup, ...]:
+    groups: dict[int, dict[str, dict[str, core.types.ResourceQuota]]] = defaultdict(dict)
+    covered: dict[int, list[str]] = defaultdict(list)
+    for row in rows:
+        flavors = groups[row.resource_group]
+        flavors.setdefault(row.flavor.name, {})[row.resource] = core.types.ResourceQuota(
+            nominal=quantity_to_int(row.resource, row.nominal_quota),
+            borrowing_limit=_quota(row.borrowing_limit, row.resource),
+            lending_limit=_quota(row.lending_limit, row.resource),
+        )
+        if row.resource not in covered[row.resource_group]:
+            covered[row.resource_group].append(row.resource)
+    return tuple(
+        core.types.ResourceGroup(
+            covered_resources=tuple(covered[index]),
+            flavors=tuple(
+                core.types.FlavorQuotas(name=name, resources=resources)
+                for name, resources in groups[index].items()
+            ),
+        )
+        for index in sorted(groups)
+    )
+
+
+def _weight(value: str | None) -> float:
+    if value is None:
+        return 1.0
+    try:
+        return float(parse_quantity(value))
+    except QuantityError:
+        return 1.0
+
+
+def label_selector(selector: Mapping[str, Any] | None) -> core.types.LabelSelector | None:
+    """A Kubernetes label selector dict as the engine's; None stays None (matches nothing)."""
+    if selector is None:
+        return None
+    return core.types.LabelSelector(
+        match_labels=tuple(sorted((selector.get("matchLabels") or {}).items())),
+        match_expressions=tuple(
+            core.types.LabelSelectorRequirement(
+                key=expr["key"],
+                operator=core.types.SelectorOperator(expr["operator"]),
+                values=tuple(expr.get("values") or ()),
+            )
+            for expr in selector.get("matchExpressions") or ()
+        ),
+    )
+
+
+def cluster_queue_spec(cq: ClusterQueue, rows: Iterable[FlavorQuota]) -> core.types.ClusterQueueSpec:
+    t = core.types
+    return t.ClusterQueueSpec(
+        name=cq.name,
+        resource_groups=_resource_groups(rows),
+        cohort=cq.cohort.name if cq.cohort_id else None,
+        queueing_strategy=t.QueueingStrategy(cq.queueing_strategy),
+        namespace_selector=label_selector(cq.namespace_selector),
+        preemption=t.PreemptionPolicy(
+            within_cluster_queue=t.WithinClusterQueuePolicy(cq.within_cluster_queue),
+            reclaim_within_cohort=t.ReclaimWithinCohortPolicy(cq.reclaim_within_cohort),
+            borrow_within_cohort=t.BorrowWithinCohort(
+                policy=t.BorrowWithinCohortPolicy(cq.borrow_within_cohort_policy),
+                max_priority_threshold=cq.borrow_within_cohort_max_priority_threshold,
+            ),
+        ),
+        flavor_fungibility=t.FlavorFungibility(
+            when_can_borrow=t.FungibilityPolicy(cq.when_can_borrow),
+            when_can_preempt=t.FungibilityPolicy(cq.when_can_preempt),
+            preference=(
+                t.FungibilityPreference(cq.fungibility_preference)
+                if cq.fungibility_preference else None
+            ),
+        ),
+        fair_weight=_weight(cq.fair_sharing_weight),
+        stop_policy=t.StopPolicy(cq.stop_policy),
+    )
+
+
+def load_domain_specs(cluster_id: int) -> DomainSpecs:
+    """Flavors, cohorts and cluster queues of a domain (four queries)."""
+    from multicluster.models import AdmissionCheck
+
+    flavors = [
+        core.types.ResourceFlavorSpec(name=f.name, node_labels=f.node_labels or {})
+        for f in ResourceFlavor.objects.filter(cluster_id=cluster_id)
+    ]
+    quota_rows: dict[tuple[str, int], list[FlavorQuota]] = defaultdict(list)
+    for row in (
+        FlavorQuota.objects.filter(
+            models_owner_in_domain(cluster_id)
+        ).select_related("flavor").order_by("resource_group", "position", "id")
+    ):
+        owner = ("cq", row.cluster_queue_id) if row.cluster_queue_id else ("cohort", row.cohort_id)
+        quota_rows[owner].append(row)  # type: ignore[index]
+    cohorts = [
+        core.types.CohortSpec(
+            name=c.name,
+            parent=c.parent.name if c.parent_id else None,
+            resource_groups=_resource_groups(quota_rows.get(("cohort", c.pk), [])),  # type: ignore[arg-type]
+            fair_weight=_weight(c.fair_sharing_weight),
+        )
+        for c in Cohort.objects.filter(cluster_id=cluster_id).select_related("parent")
+    ]
+    cqs = list(ClusterQueue.objects.filter(cluster_id=cluster_id).select_related("cohort"))
+    checks = {
+        c.name: c for c in AdmissionCheck.objects.filter(cluster_id=cluster_id)
+    }
+    specs = DomainSpecs(
+        flavors=flavors,
+        cohorts=cohorts,
+        cluster_queues=[cluster_queue_spec(cq, quota_rows.get(("cq", cq.pk), [])) for cq in cqs],  # type: ignore[arg-type]
+        cluster_queue_ids={cq.name: cq.pk for cq in cqs},
+    )
+    for cq in cqs:
+        required = [
+            (entry["name"], tuple(entry.get("onFlavors") or ()))
+            for entry in cq.admission_checks or ()
+        ]
+        specs.admission_checks[cq.name] = required
+        missing = [name for name, _ in required if name not in checks]
+        if missing:
+            specs.inactive[cq.name] = "AdmissionCheckNotFound"
+    return specs
+
+
+def models_owner_in_domain(cluster_id: int) -> Any:
+    from django.db.models import Q
+
+    return Q(cluster_queue__cluster_id=cluster_id) | Q(cohort__cluster_id=cluster_id)
+
+
+def per_pod_requests(pod_set: Mapping[str, Any]) -> dict[str, int]:
+    """Per-pod requests of a pod set, as the engine counts them (CPU in millis).
+
+    Pod sets made by kueueweb carry their template; requests follow Kueue's effective pod
+    request rules (``scheduling.jobs.pod_set_requests``).
+    """
+    from scheduling.jobs import pod_set_requests
+
+    return {
+        resource: quantity_to_int(resource, quantity)
+        for resource, quantity in pod_set_requests(pod_set).items()
+    }
+
+
+def _admission_from_json(data: Mapping[str, Any]) -> core.types.Admission:
+    return core.types.Admission(
+        cluster_queue=data["clusterQueue"],
+        pod_sets=tuple(
+            core.types.PodSetAssignment(
+                name=ps["name"],
+                flavors=dict(ps.get("flavors") or {}),
+                count=int(ps.get("count", 0)),
+                resource_usage={
+                    r: quantity_to_int(r, q) for r, q in (ps.get("resourceUsage") or {}).items()
+                },
+            )
+            for ps in data.get("podSetAssignments") or ()
+        ),
+    )
+
+
+def admitted_workload(row: Mapping[str, Any]) -> core.types.Workload:
+    """A workload holding quota, from its values() row. Usage comes from its admission,
+    less the pods it has declared reclaimable (Kueue dynamic reclaim)."""
+    admission = _admission_from_json(row["admission"])
+    reclaimable = {r["name"]: int(r["count"]) for r in row.get("reclaimable_pods") or ()}
+    pod_sets = []
+    assignments = []
+    for ps in admission.pod_sets:
+        per_pod = {r: (v // ps.count if ps.count else 0) for r, v in ps.resource_usage.items()}
+        count = max(ps.count - reclaimable.get(ps.name, 0), 0)
+        pod_sets.append(core.types.PodSet(name=ps.name, count=count, requests=per_pod))
+        assignments.append(core.types.PodSetAssignment(
+            name=ps.name, flavors=ps.flavors, count=count,
+            resource_usage={r: v * count for r, v in per_pod.items()},
+        ))
+    evicted = _true_condition(row["conditions"], "Evicted")
+    return core.types.Workload(
+        namespace=row["namespace"],
+        name=row["name"],
+        pod_sets=tuple(pod_sets),
+        queue_name=row["queue_name"] or None,
+        priority=row["priority"],
+        creation_time=epoch(row["created_at"]),
+        uid=str(row["uid"]),
+        admission=core.types.Admission(admission.cluster_queue, tuple(assignments)),
+        quota_reserved_time=epoch(row["quota_reserved_at"]),
+        evicted_reason=evicted.get("reason") if evicted else None,
+        evicted_time=None,
+        active=row["active"],
+    )
+
+
+def pending_workload(row: Mapping[str, Any]) -> core.types.Workload:
+    """A pending workload (a head), from its values() row."""
+    pod_sets = tuple(
+        core.types.PodSet(
+            name=ps.get("name", "main"),
+            count=int(ps.get("count", 1)),
+            requests=per_pod_requests(ps),
+            min_count=ps.get("minCount"),
+        )
+        for ps in row["pod_sets"]
+    )
+    return core.types.Workload(
+        namespace=row["namespace"],
+        name=row["name"],
+        pod_sets=pod_sets,
+        queue_name=row["queue_name"] or None,
+        priority=row["priority"],
+        creation_time=epoch(row["queued_at"] or row["created_at"]),
+        uid=str(row["uid"]),
+        active=row["active"],
+    )
+
+
+def _true_condition(conditions: Iterable[Mapping[str, Any]], type_: str) -> Mapping[str, Any] | None:
+    for condition in conditions or ():
+        if condition.get("type") == type_ and condition.get("status") == "True":
+            return condition
+    return None
+
+
+def reserving_rows(cluster_id: int) -> list[dict[str, Any]]:
+    """values() rows of every workload holding quota in the domain (one query)."""
+    return list(
+        Workload.objects.filter(
+            cluster_id=cluster_id,
+            phase__in=(WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED),
+        ).values(*WORKLOAD_FIELDS)
+    )

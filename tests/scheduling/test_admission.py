@@ -1,0 +1,200 @@
+"""The admission reconciler against the real database: decisions, writes, queue state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduling import admission
+from scheduling.choices import QueueState, WorkloadPhase
+from scheduling.conditions import find
+from scheduling.models import ClusterQueue, Event, Workload
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+pytestmark = pytest.mark.django_db
+
+
+def _cycle(cluster_id: int, at: datetime = NOW) -> admission.CycleOutcome:
+    return admission.run_admission_cycle(cluster_id, now=at)
+
+
+def _reload(wl: Workload) -> Workload:
+    return Workload.objects.get(pk=wl.pk)
+
+
+def test_admits_head_that_fits_and_records_admission(
+    manager, make_queue: Callable[..., ClusterQueue], make_workload: Callable[..., Workload]
+) -> None:
+    make_queue("cq", {"cpu": "4", "memory": "8Gi"})
+    wl = make_workload("a", "lq-cq", {"cpu": "1500m", "memory": "1Gi"}, count=2)
+
+    outcome = _cycle(manager.pk)
+
+    wl = _reload(wl)
+    assert outcome.admitted == ["ns/a"]
+    assert wl.phase == WorkloadPhase.ADMITTED
+    assert wl.cluster_queue.name == "cq"
+    assert wl.admission == {
+        "clusterQueue": "cq",
+        "podSetAssignments": [{
+            "name": "main", "flavors": {"cpu": "default", "memory": "default"},
+            "resourceUsage": {"cpu": "3", "memory": "2Gi"}, "count": 2,
+        }],
+    }
+    assert find(wl.conditions, "QuotaReserved")["message"] == "Quota reserved in ClusterQueue cq"
+    assert find(wl.conditions, "Admitted")["status"] == "True"
+    assert list(Event.objects.filter(workload=wl).values_list("reason", flat=True).order_by("id")) \
+        == ["QuotaReserved", "Admitted"]
+
+
+def test_one_head_per_cluster_queue_per_cycle_then_the_next(
+    manager, make_queue, make_workload
+) -> None:
+    make_queue("cq", {"cpu": "4"})
+    first = make_workload("first", "lq-cq", {"cpu": "1"})
+    second = make_workload("second", "lq-cq", {"cpu": "1"})
+
+    assert _cycle(manager.pk).admitted == ["ns/first"]
+    assert _reload(second).phase == WorkloadPhase.PENDING
+    assert _cycle(manager.pk + 0, NOW + timedelta(seconds=1)).admitted == ["ns/second"]
+    assert _reload(first).phase == WorkloadPhase.ADMITTED
+
+
+def test_higher_priority_is_head_even_when_newer(manager, make_queue, make_workload) -> None:
+    make_queue("cq", {"cpu": "1"})
+    make_workload("old-low", "lq-cq", {"cpu": "1"}, priority=0)
+    make_workload("new-high", "lq-cq", {"cpu": "1"}, priority=10)
+
+    assert _cycle(manager.pk).admitted == ["ns/new-high"]
+
+
+def test_workload_that_does_not_fit_says_why_and_is_parked(
+    manager, make_queue, make_workload
+) -> None:
+    make_queue("cq", {"cpu": "2"})
+    big = make_workload("big", "lq-cq", {"cpu": "3"})
+
+    outcome = _cycle(manager.pk)
+
+    big = _reload(big)
+    assert outcome.admitted == []
+    assert big.phase == WorkloadPhase.PENDING
+    assert big.queue_state == QueueState.INADMISSIBLE  # BestEffortFIFO parks it
+    reserved = find(big.conditions, "QuotaReserved")
+    assert reserved["status"] == "False"
+    assert "insufficient quota for cpu in flavor default" in reserved["message"]
+
+
+def test_parked_workload_comes_back_when_quota_changes(
+    manager, make_queue, make_workload
+) -> None:
+    cq = make_queue("cq", {"cpu": "2"})
+    big = make_workload("big", "lq-cq", {"cpu": "3"})
+    _cycle(manager.pk)
+    assert _reload(big).queue_state == QueueState.INADMISSIBLE
+
+    cq.quotas.update(nominal_quota="4")
+    outcome = _cycle(manager.pk, NOW + timedelta(seconds=1))
+
+    assert outcome.admitted == ["ns/big"]
+
+
+def test_strict_fifo_head_blocks_the_queue(manager, make_queue, make_workload) -> None:
+    make_queue("cq", {"cpu": "2"}, queueing_strategy="StrictFIFO")
+    make_workload("big", "lq-cq", {"cpu": "3"})
+    small = make_workload("small", "lq-cq", {"cpu": "1"})
+
+    for second in range(3):
+        assert _cycle(manager.pk, NOW + timedelta(seconds=second)).admitted == []
+    assert _reload(small).phase == WorkloadPhase.PENDING
+
+
+def test_best_effort_fifo_lets_the_next_workload_in(manager, make_queue, make_workload) -> None:
+    make_queue("cq", {"cpu": "2"})
+    make_workload("big", "lq-cq", {"cpu": "3"})
+    make_workload("small", "lq-cq", {"cpu": "1"})
+
+    assert _cycle(manager.pk).admitted == []
+    assert _cycle(manager.pk, NOW + timedelta(seconds=1)).admitted == ["ns/small"]
+
+
+def test_preemption_evicts_then_releases_then_admits_the_preemptor(
+    manager, make_queue, make_workload
+) -> None:
+    make_queue("cq", {"cpu": "2"}, within_cluster_queue="LowerPriority")
+    low = make_workload("low", "lq-cq", {"cpu": "2"}, priority=0)
+    _cycle(manager.pk)
+    high = make_workload("high", "lq-cq", {"cpu": "2"}, priority=100)
+
+    first = _cycle(manager.pk, NOW + timedelta(seconds=1))
+    low = _reload(low)
+    assert first.preempted == ["ns/low"]
+    assert first.admitted == []
+    # Two-phase eviction: the victim keeps its quota until released.
+    assert low.phase == WorkloadPhase.ADMITTED
+    assert find(low.conditions, "Evicted")["reason"] == "Preempted"
+    assert find(low.conditions, "Preempted")["reason"] == "InClusterQueue"
+    assert _reload(high).preempting is True
+
+    second = _cycle(manager.pk, NOW + timedelta(seconds=2))
+    low, high = _reload(low), _reload(high)
+    assert second.released == 1
+    assert second.admitted == ["ns/high"]
+    assert low.phase == WorkloadPhase.PENDING
+    assert low.admission is None
+    assert find(low.conditions, "Requeued")["status"] == "True"
+    assert high.phase == WorkloadPhase.ADMITTED
+    assert high.preempting is False
+
+
+def test_missing_local_queue_is_explained(manager, make_queue, make_workload) -> None:
+    make_queue("cq", {"cpu": "2"})
+    orphan = make_workload("orphan", "nope", {"cpu": "1"})
+
+    _cycle(manager.pk)
+
+    assert find(_reload(orphan).conditions, "QuotaReserved")["message"] == \
+        "LocalQueue nope doesn't exist"
+
+
+def test_cycle_is_skipped_while_another_worker_holds_the_lease(
+    manager, make_queue, make_workload
+) -> None:
+    from scheduling.locks import acquire
+
+    make_queue("cq", {"cpu": "2"})
+    wl = make_workload("a", "lq-cq", {"cpu": "1"})
+    assert acquire(manager.pk, "someone-else", now=NOW, duration=timedelta(seconds=30))
+
+    assert _cycle(manager.pk).ran is False
+    assert _reload(wl).phase == WorkloadPhase.PENDING
+    # An expired lease is taken over.
+    assert _cycle(manager.pk, NOW + timedelta(seconds=31)).admitted == ["ns/a"]
+
+
+def test_admission_checks_hold_admitted_until_ready(manager, make_queue, make_workload) -> None:
+    from multicluster.models import AdmissionCheck
+
+    AdmissionCheck.objects.create(cluster=manager, name="manual", controller_name="kueueweb.io/manual")
+    make_queue("cq", {"cpu": "2"}, admission_checks=[{"name": "manual"}])
+    wl = make_workload("a", "lq-cq", {"cpu": "1"})
+
+    _cycle(manager.pk)
+
+    wl = _reload(wl)
+    assert wl.phase == WorkloadPhase.QUOTA_RESERVED
+    assert find(wl.conditions, "Admitted")["reason"] == "UnsatisfiedAdmissionChecks"
+    assert [c["state"] for c in wl.admission_check_states] == ["Pending"]
+
+
+def test_queue_with_missing_admission_check_is_inactive(manager, make_queue, make_workload) -> None:
+    make_queue("cq", {"cpu": "2"}, admission_checks=[{"name": "ghost"}])
+    wl = make_workload("a", "lq-cq", {"cpu": "1"})
+
+    outcome = _cycle(manager.pk)
+
+    assert outcome.admitted == []
+    assert "inactive" in find(_reload(wl).conditions, "QuotaReserved")["message"].lower()
