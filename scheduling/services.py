@@ -19,7 +19,7 @@ from django.utils import timezone
 from kueueweb.roles import can_operate_in
 from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
-from scheduling import jobs
+from scheduling import admission, jobs
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.models import Event, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.validation import FieldError, errors_to_dict
@@ -153,6 +153,7 @@ def submit_job(
             )
             job.save()
             _create_job_workload(job, priority, options)
+            admission.request_admission(domain.pk)
     except IntegrityError as exc:
         # A concurrent submission took the name between the check and the insert.
         name = metadata.get("name") or metadata.get("generateName")
@@ -243,8 +244,10 @@ def delete_job(job: Job) -> None:
     """Delete a Job and its workloads; the quota they held is free once they are gone
     (usage is derived from admitted workloads, never stored)."""
     with transaction.atomic():
+        freed = _reserving_queue_ids(Workload.objects.filter(job=job))
         Workload.objects.filter(job=job).delete()
         job.delete()
+        _after_removal(job.cluster_id, freed)
 
 
 def create_workload(
@@ -280,6 +283,7 @@ def create_workload(
             )
             if Workload.objects.filter(cluster=domain, namespace=namespace, name=name).exists():
                 raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists')
+            admission.request_admission(domain.pk)
             return _save_new_workload(Workload(
                 cluster=domain,
                 namespace=namespace,
@@ -373,6 +377,7 @@ def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:
             "object has been modified; please apply your changes to the latest version and "
             "try again"
         )
+    admission.request_admission(workload.cluster_id)
     workload.refresh_from_db()
     return workload
 
@@ -393,4 +398,21 @@ def _metadata_patch_errors(workload: Workload, metadata: Any) -> list[FieldError
 def delete_workload(workload: Workload) -> None:
     """Delete a workload; the quota it held is free at once (usage is derived)."""
     with transaction.atomic():
+        freed = _reserving_queue_ids(Workload.objects.filter(pk=workload.pk))
         workload.delete()
+        _after_removal(workload.cluster_id, freed)
+
+
+def _reserving_queue_ids(workloads: Any) -> set[int]:
+    return set(
+        workloads.filter(phase__in=_RESERVED_PHASES, cluster_queue__isnull=False)
+        .values_list("cluster_queue_id", flat=True)
+    )
+
+
+def _after_removal(cluster_id: int, freed_queue_ids: set[int]) -> None:
+    """Quota given back lets parked workloads of those cohort trees try again."""
+    if freed_queue_ids:
+        admission.on_quota_released(cluster_id, freed_queue_ids, now=timezone.now())
+    else:
+        admission.request_admission(cluster_id)
