@@ -2,11 +2,11 @@
 
 from django.db import migrations
 
+from multicluster.bootstrap import ensure_role_groups
+
 
 def create_groups(apps, schema_editor):
-    Group = apps.get_model("auth", "Group")
-    for name in ("viewer", "operator", "admin"):
-        Group.objects.get_or_create(name=name)
+    ensure_role_groups(apps.get_model("auth", "Group"))
 
 
 class Migration(migrations.Migration):

@@ -1,30 +1,14 @@
 """A fresh database has one cluster, the manager, connected to a simulated cluster whose
 nodes come from settings (KUEUEWEB_DEFAULT_NODE_COUNT / _CPU / _MEMORY)."""
 
-from django.conf import settings
 from django.db import migrations
+
+from multicluster.bootstrap import ensure_manager_cluster
 
 
 def create_manager(apps, schema_editor):
-    Cluster = apps.get_model("multicluster", "Cluster")
-    Node = apps.get_model("multicluster", "Node")
-    if Cluster.objects.filter(role="manager").exists():
-        return
-    manager = Cluster.objects.create(name="manager", role="manager", connection_type="simulated")
-    config = settings.KUEUEWEB
-    Node.objects.bulk_create(
-        Node(
-            cluster=manager,
-            name=f"node-{index}",
-            capacity={
-                "cpu": config["DEFAULT_NODE_CPU"],
-                "memory": config["DEFAULT_NODE_MEMORY"],
-                "pods": "110",
-            },
-            labels={"kubernetes.io/hostname": f"node-{index}"},
-        )
-        for index in range(1, config["DEFAULT_NODE_COUNT"] + 1)
-    )
+    ensure_manager_cluster(apps.get_model("multicluster", "Cluster"),
+                           apps.get_model("multicluster", "Node"))
 
 
 class Migration(migrations.Migration):
