@@ -92,7 +92,10 @@ TEMPLATES = [
 # DATABASE_URL selects the database (postgres://… or sqlite:///path); the embedded default is
 # a SQLite file under var/.
 
-DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
+DATABASE_URL = env_str("DATABASE_URL", "")
+if not DATABASE_URL:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASE_URL = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the reconciler loop writes; the timeout makes a
