@@ -34,9 +34,8 @@ def submit(task_name: str, args: tuple[Any, ...]) -> None:
 
 
 def _call(task_name: str, args: tuple[Any, ...]) -> None:
-    task = current_app.tasks[task_name]
     try:
-        task.run(*args)
+        current_app.tasks[task_name].run(*args)
     except Exception:  # the loop must outlive a failing reconcile; the error is logged
         logger.exception("embedded reconciler: %s%r failed", task_name, args)
     finally:
@@ -45,6 +44,9 @@ def _call(task_name: str, args: tuple[Any, ...]) -> None:
 
 def run_forever(stop: threading.Event | None = None, tick: float = 0.2) -> None:
     """Run periodic tasks on their schedule and requested tasks as they come."""
+    # Celery imports the apps' task modules only when a worker starts; the web process is
+    # the worker here.
+    current_app.loader.import_default_modules()
     _running.set()
     schedule = {
         entry["task"]: float(entry["schedule"]) for entry in settings.CELERY_BEAT_SCHEDULE.values()

@@ -195,6 +195,8 @@ SPECTACULAR_SETTINGS = {
     "...) in Kueue's own shape, plus batch/v1 Jobs, worker clusters and MultiKueue.",
     "VERSION": "v1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Like every page but login and the health check, the schema needs a signed-in user.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

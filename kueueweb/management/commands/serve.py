@@ -20,7 +20,7 @@ class Command(BaseCommand):
     help = "Serve the application (HTTP + WebSockets); run the embedded reconcilers if no broker."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--host", default=os.environ.get("KUEUEWEB_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -1,0 +1,34 @@
+"""The embedded reconciler loop runs the same task functions Celery would."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kueueweb import embedded
+
+
+@pytest.mark.django_db(transaction=True)
+def test_loop_runs_periodic_and_requested_tasks_and_survives_failures(manager, make_queue,
+                                                                     make_workload) -> None:
+    from scheduling.models import Workload
+
+    make_queue("cq", {"cpu": "2"})
+    wl = make_workload("a", "lq-cq", {"cpu": "1"})
+    embedded.submit("no.such.task", ())  # a failing request must not stop the loop
+    stop = threading.Event()
+    thread = threading.Thread(target=embedded.run_forever, kwargs={"stop": stop, "tick": 0.05})
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if Workload.objects.get(pk=wl.pk).phase == "Admitted":
+                break
+            time.sleep(0.1)
+        assert Workload.objects.get(pk=wl.pk).phase == "Admitted"
+        assert thread.is_alive()
+    finally:
+        stop.set()
+        thread.join(timeout=10)
