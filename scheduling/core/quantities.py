@@ -14,6 +14,7 @@ from fractions import Fraction
 
 __all__ = [
     "QuantityError",
+    "format_amount",
     "format_quantity",
     "parse_quantity",
     "quantity_to_int",
@@ -125,3 +126,37 @@ def format_quantity(value: Fraction) -> str:
         if number % factor == 0 and abs(number) >= factor:
             return f"{number // factor}{suffix}"
     return str(number)
+
+
+# Resources Kubernetes formats with binary suffixes (Kueue's ResourceFormatter).
+_BINARY_FORMATTED = frozenset({"memory", "ephemeral-storage"})
+_DECIMAL_SUFFIXES = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"))
+
+
+def _decimal_canonical(number: int) -> str:
+    for exponent, suffix in _DECIMAL_SUFFIXES:
+        factor = 10**exponent
+        if number % factor == 0 and abs(number) >= factor:
+            return f"{number // factor}{suffix}"
+    return str(number)
+
+
+def format_amount(resource: str, amount: int) -> str:
+    """Format an engine amount the way Kubernetes prints the quantity in Kueue's messages.
+
+    CPU is a milli quantity ("500m", "2"); memory, ephemeral storage and hugepages use
+    binary suffixes when exact ("1Gi") and every other resource decimal ones ("1k").
+    """
+    if is_milli_resource(resource):
+        if amount % 1000 == 0:
+            return _decimal_canonical(amount // 1000)
+        return f"{amount}m"
+    if resource in _BINARY_FORMATTED or resource.startswith("hugepages-"):
+        if -1024 < amount < 1024:
+            return _decimal_canonical(amount)
+        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+            factor = _BINARY[suffix]
+            if amount % factor == 0:
+                return f"{amount // factor}{suffix}"
+        return str(amount)
+    return _decimal_canonical(amount)
