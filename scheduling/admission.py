@@ -473,7 +473,7 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
                                     evicted.get("message", "Evicted"), now=now)
     conditions = cond.set_condition(conditions, "Admitted", False, "NoReservation",
                                     "The workload has no reservation", now=now)
-    immediate = reason in ("Preempted", "NodeFailures")
+    immediate = reason in ("Preempted", "NodeFailures", "AdmissionCheck")
     conditions = cond.set_condition(conditions, "Requeued", immediate, reason,
                                     evicted.get("message", ""), now=now)
     updated = Workload.objects.filter(
@@ -612,3 +612,80 @@ def request_all_domains() -> None:
 
     for cluster_id in Cluster.objects.values_list("pk", flat=True):
         request_admission(cluster_id)
+
+
+# =========================================================================================
+# Admission checks: the second phase (Kueue pkg/workload/admissionchecks.go, §6.5)
+# =========================================================================================
+
+CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")
+
+
+class AdmissionCheckError(ValueError):
+    """A check state update that names an unknown check or state; ``path`` is the field."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def set_admission_check_states(
+    workload_id: int, updates: Sequence[Mapping[str, Any]], *, now: datetime
+) -> Workload:
+    """Set the state of admission checks a workload carries, as a check controller does.
+
+    All Ready → Admitted. Any Retry → evicted (reason AdmissionCheck) and requeued once its
+    quota is released. Any Rejected → deactivated (DeactivatedDueToAdmissionCheck).
+    Applied in one transaction on a locked row.
+    """
+    with transaction.atomic():
+        wl = Workload.objects.select_for_update().get(pk=workload_id)
+        states = [dict(s) for s in wl.admission_check_states or ()]
+        by_name = {s["name"]: s for s in states}
+        for index, update in enumerate(updates):
+            path = f"status.admissionChecks[{index}]"
+            name, state = update.get("name"), update.get("state")
+            if name not in by_name:
+                raise AdmissionCheckError(
+                    f"{path}.name",
+                    f"workload {wl.namespace}/{wl.name} does not carry admission check {name!r}",
+                )
+            if state not in CHECK_STATES:
+                raise AdmissionCheckError(f"{path}.state",
+                                          f"must be one of {', '.join(CHECK_STATES)}")
+            entry = by_name[name]
+            if entry.get("state") != state:
+                entry["lastTransitionTime"] = cond.timestamp(now)
+            entry["state"] = state
+            entry["message"] = str(update.get("message", entry.get("message", "")))[:32768]
+        wl.admission_check_states = states
+        events: list[Event] = []
+        row = {"id": wl.pk, "namespace": wl.namespace, "name": wl.name}
+        rejected = [s["name"] for s in states if s["state"] == "Rejected"]
+        retry = [s["name"] for s in states if s["state"] == "Retry"]
+        evicted = cond.is_true(wl.conditions, "Evicted")
+        if rejected and not evicted:
+            message = f"AdmissionCheck(s) in Rejected state: {', '.join(rejected)}"
+            wl.active = False
+            wl.conditions = cond.set_condition(wl.conditions, "Evicted", True,
+                                               "DeactivatedDueToAdmissionCheck", message, now=now)
+            events.append(_event(wl.cluster_id, row, "AdmissionCheckRejected", message, now=now,
+                                 type_=EventType.WARNING))
+        elif retry and not evicted:
+            message = f"Evicted due to AdmissionCheck(s) in Retry state: {', '.join(retry)}"
+            wl.conditions = cond.set_condition(wl.conditions, "Evicted", True, "AdmissionCheck",
+                                               message, now=now)
+            events.append(_event(wl.cluster_id, row, "EvictedDueToAdmissionCheck", message,
+                                 now=now))
+        elif (states and all(s["state"] == "Ready" for s in states)
+              and wl.phase == WorkloadPhase.QUOTA_RESERVED):
+            wl.phase = WorkloadPhase.ADMITTED
+            wl.conditions = cond.set_condition(wl.conditions, "Admitted", True, "Admitted",
+                                               "The workload is admitted", now=now)
+            cq = (wl.admission or {}).get("clusterQueue", "")
+            events.append(_event(wl.cluster_id, row, "Admitted",
+                                 f"Admitted by ClusterQueue {cq}", now=now))
+        wl.save(update_fields=["admission_check_states", "conditions", "phase", "active"])
+        Event.objects.bulk_create(events)
+        request_admission(wl.cluster_id)
+    return wl

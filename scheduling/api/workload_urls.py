@@ -8,6 +8,7 @@ from typing import Any
 
 from django.urls import URLPattern, URLResolver, path
 
+from scheduling.api.workload_status import WorkloadStatusViewSet
 from scheduling.api.workload_views import JobViewSet, WorkloadViewSet
 
 _COLLECTION = {"get": "list", "post": "create"}
@@ -28,6 +29,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
              "workload-list"),
     *_routes("namespaces/<str:namespace>/workloads/<str:name>", WorkloadViewSet, _WORKLOAD,
              "workload-detail"),
+    *_routes("namespaces/<str:namespace>/workloads/<str:name>/status", WorkloadStatusViewSet,
+             {"get": "retrieve", "patch": "status_update"}, "workload-status"),
     *_routes("jobs", JobViewSet, {"get": "list"}, "job-list-all"),
     *_routes("namespaces/<str:namespace>/jobs", JobViewSet, _COLLECTION, "job-list"),
     *_routes("namespaces/<str:namespace>/jobs/<str:name>", JobViewSet, _JOB, "job-detail"),

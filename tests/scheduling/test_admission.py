@@ -198,3 +198,72 @@ def test_queue_with_missing_admission_check_is_inactive(manager, make_queue, mak
 
     assert outcome.admitted == []
     assert "inactive" in find(_reload(wl).conditions, "QuotaReserved")["message"].lower()
+
+
+@pytest.fixture
+def reserved_with_check(manager, make_queue, make_workload):
+    from multicluster.models import AdmissionCheck
+
+    AdmissionCheck.objects.create(cluster=manager, name="manual", controller_name="kueueweb.io/manual")
+    make_queue("cq", {"cpu": "2"}, admission_checks=[{"name": "manual"}])
+    wl = make_workload("a", "lq-cq", {"cpu": "1"})
+    _cycle(manager.pk)
+    return _reload(wl)
+
+
+def test_ready_check_admits_through_the_status_api(reserved_with_check, admin_client_api) -> None:
+    response = admin_client_api.patch(
+        "/api/v1/namespaces/ns/workloads/a/status",
+        {"status": {"admissionChecks": [{"name": "manual", "state": "Ready", "message": "ok"}]}},
+        format="json",
+    )
+
+    assert response.status_code == 200, response.json()
+    wl = _reload(reserved_with_check)
+    assert wl.phase == WorkloadPhase.ADMITTED
+    assert find(wl.conditions, "Admitted")["status"] == "True"
+    assert response.json()["status"]["admissionChecks"][0]["state"] == "Ready"
+
+
+def test_retry_check_evicts_and_requeues(reserved_with_check, manager) -> None:
+    admission.set_admission_check_states(
+        reserved_with_check.pk, [{"name": "manual", "state": "Retry"}], now=NOW)
+
+    _cycle(manager.pk, NOW + timedelta(seconds=1))
+
+    wl = _reload(reserved_with_check)
+    evicted = find(wl.conditions, "Evicted")
+    # Released and requeued in the same cycle that then admits it again with a fresh check;
+    # re-reservation resets Evicted as Kueue's SetQuotaReservation does.
+    assert (evicted["status"], evicted["reason"]) == ("False", "QuotaReserved")
+    assert evicted["message"] == \
+        "Previously: Evicted due to AdmissionCheck(s) in Retry state: manual"
+    assert Event.objects.filter(workload=wl, reason="EvictedDueToAdmissionCheck").count() == 1
+    assert wl.phase == WorkloadPhase.QUOTA_RESERVED
+    assert [c["state"] for c in wl.admission_check_states] == ["Pending"]
+
+
+def test_rejected_check_deactivates(reserved_with_check, manager) -> None:
+    admission.set_admission_check_states(
+        reserved_with_check.pk, [{"name": "manual", "state": "Rejected"}], now=NOW)
+    _cycle(manager.pk, NOW + timedelta(seconds=1))
+
+    wl = _reload(reserved_with_check)
+    assert wl.active is False
+    assert wl.phase == WorkloadPhase.PENDING
+    assert find(wl.conditions, "Evicted")["reason"] == "DeactivatedDueToAdmissionCheck"
+
+
+def test_status_api_names_the_bad_field_and_refuses_non_admins(
+    reserved_with_check, admin_client_api, operator_client
+) -> None:
+    bad = admin_client_api.patch(
+        "/api/v1/namespaces/ns/workloads/a/status",
+        {"status": {"admissionChecks": [{"name": "nope", "state": "Ready"}]}}, format="json")
+    assert bad.status_code == 400
+    assert "status.admissionChecks[0].name" in bad.json()
+    refused = operator_client.patch(
+        "/api/v1/namespaces/ns/workloads/a/status",
+        {"status": {"admissionChecks": [{"name": "manual", "state": "Ready"}]}}, format="json")
+    assert refused.status_code == 403
+    assert _reload(reserved_with_check).phase == WorkloadPhase.QUOTA_RESERVED
