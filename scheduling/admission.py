@@ -114,24 +114,24 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
     lease = AdmissionLease.objects.get(cluster_id=cluster_id)
     cycle = lease.cycle + 1
 
-    # 2. The snapshot: quota tree and workloads holding quota.
+    # 2. The quota tree and the workloads holding quota.
     reserving = snapshots.reserving_rows(cluster_id)
     generations = dict(
         ClusterQueue.objects.filter(cluster_id=cluster_id).values_list(
             "name", "allocatable_generation"
         )
     )
+    # 3. One head per cluster queue, in Kueue's queue order.
+    head_rows = select_heads(cluster_id, now=now)
     snapshot = Snapshot.build(
         flavors=specs.flavors,
         cohorts=specs.cohorts,
         cluster_queues=specs.cluster_queues,
         admitted=[snapshots.admitted_workload(row) for row in reserving],
+        namespaces=snapshots.namespace_labels(row["namespace"] for row in head_rows),
         generations=generations,
         inactive=specs.inactive,
     )
-
-    # 3. One head per cluster queue, in Kueue's queue order.
-    head_rows = select_heads(cluster_id, now=now)
     heads = [
         Head(
             workload=snapshots.pending_workload(row),

@@ -271,6 +271,12 @@ def pending_workload(row: Mapping[str, Any]) -> core.types.Workload:
     )
 
 
+def namespace_labels(namespaces: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Labels of the namespaces in play. kueueweb keeps no Namespace objects; every
+    Kubernetes namespace carries ``kubernetes.io/metadata.name``, which selectors use."""
+    return {ns: {NAMESPACE_NAME_LABEL: ns} for ns in set(namespaces)}
+
+
 def _true_condition(conditions: Iterable[Mapping[str, Any]], type_: str) -> Mapping[str, Any] | None:
     for condition in conditions or ():
         if condition.get("type") == type_ and condition.get("status") == "True":

@@ -267,3 +267,24 @@ def test_status_api_names_the_bad_field_and_refuses_non_admins(
         {"status": {"admissionChecks": [{"name": "manual", "state": "Ready"}]}}, format="json")
     assert refused.status_code == 403
     assert _reload(reserved_with_check).phase == WorkloadPhase.QUOTA_RESERVED
+
+
+def test_namespace_selector_matches_the_namespace_name_label(manager, make_queue,
+                                                             make_workload) -> None:
+    selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                      "values": ["ns"]}]}
+    make_queue("cq", {"cpu": "2"}, namespace_selector=selector)
+    from scheduling.models import LocalQueue
+
+    LocalQueue.objects.create(cluster=manager, namespace="other", name="lq-cq",
+                              cluster_queue=ClusterQueue.objects.get(name="cq"))
+    outsider = make_workload("outsider", "lq-cq", {"cpu": "1"}, namespace="other", priority=9)
+    insider = make_workload("insider", "lq-cq", {"cpu": "1"})
+
+    first = _cycle(manager.pk)
+    second = _cycle(manager.pk, NOW + timedelta(seconds=1))
+
+    assert first.admitted == []  # the outsider is head and does not match
+    assert "doesn't match" in find(_reload(outsider).conditions, "QuotaReserved")["message"]
+    assert second.admitted == ["ns/insider"]
+    assert _reload(insider).phase == WorkloadPhase.ADMITTED
