@@ -48,9 +48,8 @@ def run_forever(stop: threading.Event | None = None, tick: float = 0.2) -> None:
     # the worker here.
     current_app.loader.import_default_modules()
     _running.set()
-    schedule = {
-        entry["task"]: float(entry["schedule"]) for entry in settings.CELERY_BEAT_SCHEDULE.values()
-    }
+    entries: dict[str, dict[str, Any]] = settings.CELERY_BEAT_SCHEDULE
+    schedule = {str(entry["task"]): float(entry["schedule"]) for entry in entries.values()}
     next_run = dict.fromkeys(schedule, 0.0)
     try:
         while stop is None or not stop.is_set():

@@ -26,22 +26,23 @@ def role_of(user: AbstractBaseUser | AnonymousUser) -> Role:
         return Role.NONE
     if getattr(user, "is_superuser", False):
         return Role.ADMIN
-    cached = getattr(user, "_kueueweb_role", None)
+    cached: Role | None = getattr(user, "_kueueweb_role", None)
     if cached is not None:
         return cached
-    names = set(user.groups.values_list("name", flat=True))  # type: ignore[union-attr]
+    names = set(getattr(user, "groups").values_list("name", flat=True))  # noqa: B009
     role = Role.NONE
     for candidate, group in GROUP_NAMES.items():
         if group in names and candidate > role:
             role = candidate
-    user._kueueweb_role = role  # type: ignore[union-attr]
+    setattr(user, "_kueueweb_role", role)  # noqa: B010 (a per-request cache on the user)
     return role
 
 
 def granted_namespaces(user: AbstractBaseUser | AnonymousUser) -> set[str]:
     if not user.is_authenticated:
         return set()
-    return set(user.namespace_grants.values_list("namespace", flat=True))  # type: ignore[union-attr]
+    grants = getattr(user, "namespace_grants")  # noqa: B009 (reverse relation)
+    return set(grants.values_list("namespace", flat=True))
 
 
 def can_operate_in(user: AbstractBaseUser | AnonymousUser, namespace: str) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -126,7 +127,7 @@ CELERY_TIMEZONE = "UTC"
 RECONCILE_INTERVAL_SECONDS = env_float("KUEUEWEB_RECONCILE_INTERVAL_SECONDS", 5.0)
 # Periodic reconcilers. Celery beat sends these in production; the embedded loop calls the
 # same task functions on the same periods.
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "admission-all-domains": {
         "task": "scheduling.tasks.schedule_admission_all_task",
         "schedule": RECONCILE_INTERVAL_SECONDS,
@@ -215,7 +216,7 @@ USE_TZ = True
 
 # --- Kueue behaviour ---------------------------------------------------------------------
 
-KUEUEWEB = {
+KUEUEWEB: dict[str, Any] = {
     # Scheduler (Kueue Configuration): fair sharing is off unless asked for.
     "FAIR_SHARING": env_bool("KUEUEWEB_FAIR_SHARING", False),
     "FAIR_SHARING_PREEMPTION_STRATEGIES": env_list(

@@ -19,7 +19,7 @@ def ensure_manager_cluster(cluster_model: Any, node_model: Any) -> Any:
         return existing
     manager = cluster_model.objects.create(name="manager", role="manager",
                                            connection_type="simulated")
-    config = settings.KUEUEWEB
+    config: dict[str, Any] = settings.KUEUEWEB
     node_model.objects.bulk_create(
         node_model(
             cluster=manager,
@@ -31,7 +31,7 @@ def ensure_manager_cluster(cluster_model: Any, node_model: Any) -> Any:
             },
             labels={"kubernetes.io/hostname": f"node-{index}"},
         )
-        for index in range(1, config["DEFAULT_NODE_COUNT"] + 1)
+        for index in range(1, int(config["DEFAULT_NODE_COUNT"]) + 1)
     )
     return manager
 

@@ -73,13 +73,13 @@ class CycleOutcome:
 
 
 def cycle_policy() -> CyclePolicy:
-    config = settings.KUEUEWEB
+    config: dict[str, Any] = settings.KUEUEWEB
     return CyclePolicy(
-        fair_sharing=config["FAIR_SHARING"],
+        fair_sharing=bool(config["FAIR_SHARING"]),
         fair_sharing_strategies=tuple(
             FairSharingStrategy(s) for s in config["FAIR_SHARING_PREEMPTION_STRATEGIES"]
         ),
-        partial_admission=config["PARTIAL_ADMISSION"],
+        partial_admission=bool(config["PARTIAL_ADMISSION"]),
     )
 
 
@@ -96,7 +96,8 @@ def request_admission(cluster_id: int) -> None:
 def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
     """Run one scheduling cycle of the domain; a no-op if another worker holds its lease."""
     holder = new_holder_id()
-    lease_for = timedelta(seconds=settings.KUEUEWEB["ADMISSION_LEASE_SECONDS"])
+    config: dict[str, Any] = settings.KUEUEWEB
+    lease_for = timedelta(seconds=int(config["ADMISSION_LEASE_SECONDS"]))
     if not acquire(cluster_id, holder, now=now, duration=lease_for):
         return CycleOutcome(ran=False)
     try:
@@ -550,7 +551,7 @@ def queue_inadmissible_workloads(
     return parked.update(queue_state=QueueState.ACTIVE, resource_version=F("resource_version") + 1)
 
 
-def _requeued_false(conditions: Sequence[Mapping[str, Any]]) -> bool:
+def _requeued_false(conditions: Sequence[dict[str, Any]]) -> bool:
     found = cond.find(conditions, "Requeued")
     return found is not None and found.get("status") == "False"
 
@@ -661,6 +662,7 @@ def set_admission_check_states(
         wl.admission_check_states = states
         events: list[Event] = []
         row = {"id": wl.pk, "namespace": wl.namespace, "name": wl.name}
+        cluster_id: int = wl.cluster_id  # type: ignore[assignment]  # non-null foreign key
         rejected = [s["name"] for s in states if s["state"] == "Rejected"]
         retry = [s["name"] for s in states if s["state"] == "Retry"]
         evicted = cond.is_true(wl.conditions, "Evicted")
@@ -669,13 +671,13 @@ def set_admission_check_states(
             wl.active = False
             wl.conditions = cond.set_condition(wl.conditions, "Evicted", True,
                                                "DeactivatedDueToAdmissionCheck", message, now=now)
-            events.append(_event(wl.cluster_id, row, "AdmissionCheckRejected", message, now=now,
+            events.append(_event(cluster_id, row, "AdmissionCheckRejected", message, now=now,
                                  type_=EventType.WARNING))
         elif retry and not evicted:
             message = f"Evicted due to AdmissionCheck(s) in Retry state: {', '.join(retry)}"
             wl.conditions = cond.set_condition(wl.conditions, "Evicted", True, "AdmissionCheck",
                                                message, now=now)
-            events.append(_event(wl.cluster_id, row, "EvictedDueToAdmissionCheck", message,
+            events.append(_event(cluster_id, row, "EvictedDueToAdmissionCheck", message,
                                  now=now))
         elif (states and all(s["state"] == "Ready" for s in states)
               and wl.phase == WorkloadPhase.QUOTA_RESERVED):
@@ -683,9 +685,9 @@ def set_admission_check_states(
             wl.conditions = cond.set_condition(wl.conditions, "Admitted", True, "Admitted",
                                                "The workload is admitted", now=now)
             cq = (wl.admission or {}).get("clusterQueue", "")
-            events.append(_event(wl.cluster_id, row, "Admitted",
+            events.append(_event(cluster_id, row, "Admitted",
                                  f"Admitted by ClusterQueue {cq}", now=now))
         wl.save(update_fields=["admission_check_states", "conditions", "phase", "active"])
         Event.objects.bulk_create(events)
-        request_admission(wl.cluster_id)
+        request_admission(cluster_id)
     return wl

@@ -36,7 +36,10 @@ from scheduling.validators import (
 
 
 def default_cluster_id() -> int | None:
-    """The manager cluster: where objects go unless another domain is named."""
+    """The manager cluster: where objects go unless another domain is named.
+
+    None only while migrations build the tables (before the manager exists).
+    """
     from multicluster.models import Cluster
 
     return Cluster.objects.manager_id()
@@ -62,6 +65,9 @@ class DomainObject(models.Model):
     class Meta:
         abstract = True
 
+    def __str__(self) -> str:
+        return self.name
+
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self.pk is not None:
             self.resource_version = (self.resource_version or 0) + 1
@@ -69,9 +75,6 @@ class DomainObject(models.Model):
             if update_fields is not None:
                 kwargs["update_fields"] = {*update_fields, "resource_version", "updated_at"}
         super().save(*args, **kwargs)
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class NamespacedObject(DomainObject):

@@ -247,7 +247,7 @@ def delete_job(job: Job) -> None:
         freed = _reserving_queue_ids(Workload.objects.filter(job=job))
         Workload.objects.filter(job=job).delete()
         job.delete()
-        _after_removal(job.cluster_id, freed)
+        _after_removal(job.cluster_id, freed)  # type: ignore[arg-type]
 
 
 def create_workload(
@@ -377,7 +377,7 @@ def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:
             "object has been modified; please apply your changes to the latest version and "
             "try again"
         )
-    admission.request_admission(workload.cluster_id)
+    admission.request_admission(workload.cluster_id)  # type: ignore[arg-type]
     workload.refresh_from_db()
     return workload
 
@@ -400,7 +400,7 @@ def delete_workload(workload: Workload) -> None:
     with transaction.atomic():
         freed = _reserving_queue_ids(Workload.objects.filter(pk=workload.pk))
         workload.delete()
-        _after_removal(workload.cluster_id, freed)
+        _after_removal(workload.cluster_id, freed)  # type: ignore[arg-type]
 
 
 def _reserving_queue_ids(workloads: Any) -> set[int]:

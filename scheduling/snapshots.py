@@ -108,7 +108,7 @@ def cluster_queue_spec(cq: ClusterQueue, rows: Iterable[FlavorQuota]) -> core.ty
     return t.ClusterQueueSpec(
         name=cq.name,
         resource_groups=_resource_groups(rows),
-        cohort=cq.cohort.name if cq.cohort_id else None,
+        cohort=cq.cohort.name if cq.cohort is not None else None,
         queueing_strategy=t.QueueingStrategy(cq.queueing_strategy),
         namespace_selector=label_selector(cq.namespace_selector),
         preemption=t.PreemptionPolicy(
@@ -140,19 +140,19 @@ def load_domain_specs(cluster_id: int) -> DomainSpecs:
         core.types.ResourceFlavorSpec(name=f.name, node_labels=f.node_labels or {})
         for f in ResourceFlavor.objects.filter(cluster_id=cluster_id)
     ]
-    quota_rows: dict[tuple[str, int], list[FlavorQuota]] = defaultdict(list)
+    quota_rows: dict[tuple[str, int | None], list[FlavorQuota]] = defaultdict(list)
     for row in (
         FlavorQuota.objects.filter(
             models_owner_in_domain(cluster_id)
         ).select_related("flavor").order_by("resource_group", "position", "id")
     ):
         owner = ("cq", row.cluster_queue_id) if row.cluster_queue_id else ("cohort", row.cohort_id)
-        quota_rows[owner].append(row)  # type: ignore[index]
+        quota_rows[owner].append(row)
     cohorts = [
         core.types.CohortSpec(
             name=c.name,
-            parent=c.parent.name if c.parent_id else None,
-            resource_groups=_resource_groups(quota_rows.get(("cohort", c.pk), [])),  # type: ignore[arg-type]
+            parent=c.parent.name if c.parent is not None else None,
+            resource_groups=_resource_groups(quota_rows.get(("cohort", c.pk), [])),
             fair_weight=_weight(c.fair_sharing_weight),
         )
         for c in Cohort.objects.filter(cluster_id=cluster_id).select_related("parent")
@@ -164,7 +164,7 @@ def load_domain_specs(cluster_id: int) -> DomainSpecs:
     specs = DomainSpecs(
         flavors=flavors,
         cohorts=cohorts,
-        cluster_queues=[cluster_queue_spec(cq, quota_rows.get(("cq", cq.pk), [])) for cq in cqs],  # type: ignore[arg-type]
+        cluster_queues=[cluster_queue_spec(cq, quota_rows.get(("cq", cq.pk), [])) for cq in cqs],
         cluster_queue_ids={cq.name: cq.pk for cq in cqs},
     )
     for cq in cqs:

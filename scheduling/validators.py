@@ -42,11 +42,10 @@ def validate_qualified_name(value: str) -> None:
     if not isinstance(value, str) or not value:
         raise ValidationError("must be a non-empty string", code="invalid_qualified_name")
     prefix, _, name = value.rpartition("/")
-    if prefix:
-        if len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
-            raise ValidationError(
-                f"{value!r}: prefix part must be a DNS-1123 subdomain", code="invalid_qualified_name"
-            )
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        raise ValidationError(
+            f"{value!r}: prefix part must be a DNS-1123 subdomain", code="invalid_qualified_name"
+        )
     if len(name) > 63 or not _QUALIFIED_NAME.match(name):
         raise ValidationError(
             f"{value!r}: name part must consist of alphanumeric characters, '-', '_' or '.', "
