@@ -16,11 +16,20 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from scheduling.core.quantities import QuantityError, parse_quantity
-from scheduling.validators import validate_dns1123_subdomain, validate_qualified_name
+from scheduling.validators import (
+    validate_dns1123_subdomain,
+    validate_label_value,
+    validate_labels,
+    validate_qualified_name,
+)
 
 MAX_RESOURCE_GROUPS = 16
 MAX_FLAVORS_PER_GROUP = 64
 MAX_RESOURCES_PER_GROUP = 64
+# Totals across all resource groups of one queue (pkg/webhooks/clusterqueue_webhook.go).
+MAX_TOTAL_FLAVORS = 256
+MAX_TOTAL_COVERED_RESOURCES = 256
+MAX_FLAVOR_RESOURCES_PER_GROUP = 512
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,7 @@ def validate_resource_groups(
     known_flavors: set[str] | None = None,
     path: str = "spec.resourceGroups",
     parent_field: str = "cohort",
+    enforce_lending_limit: bool = True,
 ) -> list[FieldError]:
     """Check ``resourceGroups`` of a ClusterQueue (``has_parent``: it has a cohort) or of a
     Cohort (``has_parent``: it has a parent cohort).
@@ -59,7 +69,10 @@ def validate_resource_groups(
     Rules: every flavor lists exactly the group's covered resources in the same order; a
     resource and a flavor belong to one group only; quantities are valid and non-negative;
     ``borrowingLimit`` and ``lendingLimit`` need a cohort (a parent, for a Cohort);
-    ``lendingLimit`` ≤ ``nominalQuota``; named flavors exist when ``known_flavors`` is given.
+    ``lendingLimit`` ≤ ``nominalQuota`` (ClusterQueues only: Kueue's cohort webhook passes
+    ``enforce_lending_limit=False``); at most 256 flavors and 256 covered resources in all
+    and 512 flavor/resource pairs per group; named flavors exist when ``known_flavors`` is
+    given.
     """
     errors: list[FieldError] = []
     if groups is None:
@@ -68,6 +81,7 @@ def validate_resource_groups(
         return [FieldError(path, "must be a list of resource groups")]
     if len(groups) > MAX_RESOURCE_GROUPS:
         errors.append(FieldError(path, f"must have at most {MAX_RESOURCE_GROUPS} items"))
+    errors.extend(_validate_totals(groups, path))
     seen_resources: dict[str, int] = {}
     seen_flavors: dict[str, int] = {}
     for g, group in enumerate(groups):
@@ -107,7 +121,39 @@ def validate_resource_groups(
             errors.extend(_validate_flavor_quotas(
                 flavor, f"{gpath}.flavors[{f}]", covered, g, seen_flavors,
                 has_parent=has_parent, known_flavors=known_flavors, parent_field=parent_field,
+                enforce_lending_limit=enforce_lending_limit,
             ))
+    return errors
+
+
+def _validate_totals(groups: list[Any], path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    total_flavors = total_covered = 0
+    for g, group in enumerate(groups):
+        if not isinstance(group, Mapping):
+            continue
+        raw_flavors = group.get("flavors")
+        flavors: list[Any] = raw_flavors if isinstance(raw_flavors, list) else []
+        covered = group.get("coveredResources")
+        total_flavors += len(flavors)
+        total_covered += len(covered) if isinstance(covered, list) else 0
+        pairs = 0
+        for flavor in flavors:
+            resources = flavor.get("resources") if isinstance(flavor, Mapping) else None
+            pairs += len(resources) if isinstance(resources, list) else 0
+        if pairs > MAX_FLAVOR_RESOURCES_PER_GROUP:
+            errors.append(FieldError(
+                f"{path}[{g}]",
+                f"number of flavor-resource combinations in a resourceGroup must be "
+                f"≤ {MAX_FLAVOR_RESOURCES_PER_GROUP}, got {pairs}",
+            ))
+    if total_flavors > MAX_TOTAL_FLAVORS:
+        errors.append(FieldError(path, f"total number of flavors across all resourceGroups must "
+                                       f"be ≤ {MAX_TOTAL_FLAVORS}, got {total_flavors}"))
+    if total_covered > MAX_TOTAL_COVERED_RESOURCES:
+        errors.append(FieldError(path, f"total number of covered resources across all "
+                                       f"resourceGroups must be ≤ {MAX_TOTAL_COVERED_RESOURCES}, "
+                                       f"got {total_covered}"))
     return errors
 
 
@@ -121,6 +167,7 @@ def _validate_flavor_quotas(
     has_parent: bool,
     known_flavors: set[str] | None,
     parent_field: str,
+    enforce_lending_limit: bool = True,
 ) -> list[FieldError]:
     errors: list[FieldError] = []
     if not isinstance(flavor, Mapping):
@@ -167,8 +214,8 @@ def _validate_flavor_quotas(
             if not has_parent:
                 errors.append(FieldError(f"{rpath}.{limit}",
                                          f"must be nil when {parent_field} is empty"))
-            elif (limit == "lendingLimit" and value is not None and nominal is not None
-                  and value > nominal):
+            elif (limit == "lendingLimit" and enforce_lending_limit and value is not None
+                  and nominal is not None and value > nominal):
                 errors.append(FieldError(f"{rpath}.lendingLimit",
                                          "must be less than or equal to the nominalQuota"))
     return errors
@@ -269,4 +316,89 @@ def validate_fair_sharing_weight(weight: Any, path: str) -> list[FieldError]:
     value = _quantity(weight, path, errors)
     if value is not None and value != 0 and value <= Fraction(1, 10**9):
         errors.append(FieldError(path, "must be 0 or greater than 1e-9"))
+    return errors
+
+
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def validate_label_selector(selector: Any, path: str) -> list[FieldError]:
+    """A Kubernetes LabelSelector (``matchLabels``, ``matchExpressions``), as
+    ``metav1validation.ValidateLabelSelector`` checks it; ``None`` and ``{}`` are valid."""
+    if selector is None:
+        return []
+    if not isinstance(selector, Mapping):
+        return [FieldError(path, "must be a label selector object (matchLabels, matchExpressions)")]
+    errors: list[FieldError] = []
+    for key in selector:
+        if key not in ("matchLabels", "matchExpressions"):
+            errors.append(FieldError(f"{path}.{key}", f'unknown field "{key}"'))
+    labels = selector.get("matchLabels")
+    if labels is not None:
+        try:
+            validate_labels(labels)
+        except ValidationError as exc:
+            errors.append(FieldError(f"{path}.matchLabels", exc.messages[0]))
+    expressions = selector.get("matchExpressions")
+    if expressions is None:
+        return errors
+    if not isinstance(expressions, list):
+        return [*errors, FieldError(f"{path}.matchExpressions", "must be a list")]
+    for i, expression in enumerate(expressions):
+        epath = f"{path}.matchExpressions[{i}]"
+        if not isinstance(expression, Mapping):
+            errors.append(FieldError(epath, "must be an object with key, operator and values"))
+            continue
+        for key in expression:
+            if key not in ("key", "operator", "values"):
+                errors.append(FieldError(f"{epath}.{key}", f'unknown field "{key}"'))
+        try:
+            validate_qualified_name(expression.get("key"))  # type: ignore[arg-type]
+        except ValidationError as exc:
+            errors.append(FieldError(f"{epath}.key", exc.messages[0]))
+        operator = expression.get("operator")
+        values = expression.get("values")
+        if values is not None and not (
+            isinstance(values, list) and all(isinstance(v, str) for v in values)
+        ):
+            errors.append(FieldError(f"{epath}.values", "must be a list of strings"))
+            continue
+        if operator in ("In", "NotIn"):
+            if not values:
+                errors.append(FieldError(
+                    f"{epath}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                errors.append(FieldError(
+                    f"{epath}.values",
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        else:
+            errors.append(FieldError(
+                f"{epath}.operator",
+                f"Unsupported value: {operator!r}: supported values: "
+                + ", ".join(f'"{o}"' for o in LABEL_SELECTOR_OPERATORS),
+            ))
+        for v, value in enumerate(values or []):
+            try:
+                validate_label_value(value)
+            except ValidationError as exc:
+                errors.append(FieldError(f"{epath}.values[{v}]", exc.messages[0]))
+    return errors
+
+
+def validate_admission_check_flavors(
+    checks: Sequence[Mapping[str, Any]], flavors: Sequence[str], path: str
+) -> list[FieldError]:
+    """``onFlavors`` may only name flavors of the queue's own resource groups (Kueue's
+    ClusterQueue webhook, ``validateAdmissionCheckOnFlavors``)."""
+    errors: list[FieldError] = []
+    allowed = set(flavors)
+    supported = ", ".join(f'"{name}"' for name in flavors)
+    for i, check in enumerate(checks):
+        for j, flavor in enumerate(check.get("onFlavors") or ()):
+            if flavor not in allowed:
+                detail = (f"supported values: {supported}" if supported
+                          else "the ClusterQueue has no flavors in its resourceGroups")
+                errors.append(FieldError(f"{path}[{i}].onFlavors[{j}]",
+                                         f'Unsupported value: "{flavor}": {detail}'))
     return errors

@@ -1,5 +1,12 @@
-"""Clusters, admission checks and MultiKueue configs."""
+"""Clusters, admission checks and MultiKueue configs (cluster-scoped kinds)."""
 
 from django.urls import URLPattern, URLResolver
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from multicluster.api.views import AdmissionCheckViewSet, ClusterViewSet, MultiKueueConfigViewSet
+from scheduling.api.urls import cluster_scoped
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    *cluster_scoped("admissionchecks", AdmissionCheckViewSet, "admissioncheck"),
+    *cluster_scoped("multikueueconfigs", MultiKueueConfigViewSet, "multikueueconfig"),
+    *cluster_scoped("clusters", ClusterViewSet, "cluster"),
+]

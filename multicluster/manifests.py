@@ -1,0 +1,487 @@
+"""Kueue manifests of the multicluster kinds (AdmissionCheck, MultiKueueConfig,
+MultiKueueCluster) and the REST shape of a kueueweb Cluster, on the codec of
+``scheduling.manifests``.
+
+A MultiKueueCluster becomes a worker ``Cluster``. Kueue reads the worker's kubeconfig from a
+Secret (or a path) in the manager cluster; kueueweb stores the kubeconfig itself, uploaded
+with ``PATCH /api/v1/clusters/{name}/``, so the manifest's ``clusterSource`` only says that
+the worker is a real (kubernetes) cluster. State Kueue has no field for travels in
+``kueueweb.io/`` annotations: a worker's connection type and a config's dispatcher.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
+
+from multicluster.choices import ClusterRole, ConnectionType, Dispatcher
+from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node
+from scheduling.api.base import object_metadata
+from scheduling.core.quantities import QuantityError, parse_quantity
+from scheduling.manifests import (
+    ANNOTATION_PREFIX,
+    Kind,
+    Manifest,
+    ManifestInvalid,
+    Plan,
+    Reader,
+    WriteContext,
+    join,
+    quantity_text,
+    read_taints,
+)
+from scheduling.models import ClusterQueue, Cohort, FlavorQuota, LocalQueue, Workload
+from scheduling.validators import validate_labels, validate_qualified_name
+from scheduling.yamlio import ManifestSyntaxError, load_yaml_documents
+
+CONNECTION_ANNOTATION = f"{ANNOTATION_PREFIX}connection"
+DISPATCHER_ANNOTATION = f"{ANNOTATION_PREFIX}dispatcher"
+MAX_MULTIKUEUE_CLUSTERS = 20
+LOCATION_TYPES = ("Secret", "Path")
+_PARAMETER_KIND = re.compile(r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$")
+
+
+# --- AdmissionCheck -------------------------------------------------------------------------
+
+
+class AdmissionCheckKind(Kind[AdmissionCheck]):
+    kind = "AdmissionCheck"
+    plural = "admissionchecks"
+    model = AdmissionCheck
+
+    def read_spec(self, document: Mapping[str, Any], r: Reader) -> dict[str, Any]:
+        unsupported = {"retryDelayMinutes": "deprecated in v1beta1"} if r.v1beta1 else None
+        spec = r.fields(document.get("spec"), "spec", ("controllerName", "parameters"),
+                        unsupported=unsupported)
+        result: dict[str, Any] = {
+            "controllerName": r.string(spec.get("controllerName"), "spec.controllerName",
+                                       required=True, max_length=253),
+        }
+        if "parameters" in spec:
+            path = "spec.parameters"
+            raw = r.fields(spec["parameters"], path, ("apiGroup", "kind", "name"))
+            parameters: dict[str, str] = {}
+            group = r.string(raw.get("apiGroup"), f"{path}.apiGroup", name="subdomain")
+            kind = r.string(raw.get("kind"), f"{path}.kind", max_length=63)
+            name = r.string(raw.get("name"), f"{path}.name", name="label")
+            if kind is not None and not _PARAMETER_KIND.match(kind):
+                r.error(f"{path}.kind", f'"{kind}" is not a valid kind name')
+            for key, value in (("apiGroup", group), ("kind", kind), ("name", name)):
+                if value:
+                    parameters[key] = value
+            result["parameters"] = parameters
+        return result
+
+    def check(self, manifest: Manifest, plan: Plan, existing: AdmissionCheck | None,
+              r: Reader) -> None:
+        if existing is not None and existing.controller_name != manifest.spec["controllerName"]:
+            r.error("spec.controllerName", "field is immutable")
+
+    def spec_of(self, obj: AdmissionCheck) -> dict[str, Any]:
+        spec: dict[str, Any] = {"controllerName": obj.controller_name}
+        if obj.parameters is not None:
+            spec["parameters"] = obj.parameters
+        return spec
+
+    def write(self, manifest: Manifest, obj: AdmissionCheck | None,
+              ctx: WriteContext) -> AdmissionCheck:
+        obj = obj or AdmissionCheck(cluster=ctx.domain, name=manifest.name)
+        obj.controller_name = manifest.spec["controllerName"]
+        obj.parameters = manifest.spec.get("parameters")
+        obj.save()
+        return obj
+
+    def in_use(self, obj: AdmissionCheck) -> str | None:
+        users = sorted(
+            queue.name
+            for queue in ClusterQueue.objects.filter(cluster=obj.cluster).only(
+                "name", "admission_checks")
+            if any(check.get("name") == obj.name for check in queue.admission_checks or ())
+        )
+        if not users:
+            return None
+        quoted = ", ".join(f'"{name}"' for name in users)
+        return (f'AdmissionCheck "{obj.name}" is in use by ClusterQueue {quoted}: remove it from '
+                "their admissionChecksStrategy first")
+
+    def status_of(self, obj: AdmissionCheck, computed: Mapping[str, Any] | None) -> dict[str, Any]:
+        return {"conditions": obj.conditions or []}
+
+
+# --- MultiKueueConfig -------------------------------------------------------------------------
+
+
+class MultiKueueConfigKind(Kind[MultiKueueConfig]):
+    kind = "MultiKueueConfig"
+    plural = "multikueueconfigs"
+    model = MultiKueueConfig
+    known_annotations = (DISPATCHER_ANNOTATION,)
+
+    def read_spec(self, document: Mapping[str, Any], r: Reader) -> dict[str, Any]:
+        spec = r.fields(document.get("spec"), "spec", ("clusters", "quotaManagement"))
+        clusters = r.string_list(spec.get("clusters"), "spec.clusters", name="subdomain",
+                                 unique=True, min_items=1, max_items=MAX_MULTIKUEUE_CLUSTERS)
+        mode = r.string(spec.get("quotaManagement"), "spec.quotaManagement",
+                        choices=("Manual", "Automated"))
+        if mode == "Automated":
+            r.unsupported("spec.quotaManagement", "Automated is an alpha Kueue feature")
+        return {"clusters": clusters}
+
+    def read_annotations(self, annotations: Mapping[str, str], r: Reader) -> dict[str, str]:
+        dispatcher = r.string(annotations.get(DISPATCHER_ANNOTATION),
+                              f"metadata.annotations[{DISPATCHER_ANNOTATION}]",
+                              choices=Dispatcher.values, default=Dispatcher.ALL_AT_ONCE)
+        return {} if dispatcher == Dispatcher.ALL_AT_ONCE else {DISPATCHER_ANNOTATION: str(dispatcher)}
+
+    def spec_of(self, obj: MultiKueueConfig) -> dict[str, Any]:
+        return {"clusters": list(obj.clusters)}
+
+    def annotations_of(self, obj: MultiKueueConfig) -> dict[str, str]:
+        if obj.dispatcher == Dispatcher.ALL_AT_ONCE:
+            return {}
+        return {DISPATCHER_ANNOTATION: obj.dispatcher}
+
+    def write(self, manifest: Manifest, obj: MultiKueueConfig | None,
+              ctx: WriteContext) -> MultiKueueConfig:
+        obj = obj or MultiKueueConfig(cluster=ctx.domain, name=manifest.name)
+        obj.clusters = manifest.spec["clusters"]
+        obj.dispatcher = manifest.annotations.get(DISPATCHER_ANNOTATION, Dispatcher.ALL_AT_ONCE)
+        obj.save()
+        return obj
+
+
+# --- MultiKueueCluster → Cluster -------------------------------------------------------------
+
+
+class MultiKueueClusterKind(Kind[Cluster]):
+    kind = "MultiKueueCluster"
+    plural = "multikueueclusters"
+    model = Cluster
+    known_annotations = (CONNECTION_ANNOTATION,)
+
+    def read_spec(self, document: Mapping[str, Any], r: Reader) -> dict[str, Any]:
+        if r.v1beta1:  # v1beta1 has kubeConfig / clusterProfileRef directly in spec
+            source = r.fields(document.get("spec"), "spec", ("kubeConfig", "clusterProfileRef"))
+            path = "spec"
+        else:
+            spec = r.fields(document.get("spec"), "spec", ("clusterSource",),
+                            hints={"kubeConfig": 'v1beta2 nests it in "clusterSource"'})
+            path = "spec.clusterSource"
+            source = r.fields(spec.get("clusterSource"), path, ("kubeConfig", "clusterProfileRef"))
+        if ("kubeConfig" in source) == ("clusterProfileRef" in source):
+            r.error(path, "exactly one of kubeConfig or clusterProfileRef must be set")
+            return {}
+        if "kubeConfig" in source:
+            kpath = f"{path}.kubeConfig"
+            raw = r.fields(source["kubeConfig"], kpath, ("location", "locationType"))
+            location = r.string(raw.get("location"), f"{kpath}.location", required=True,
+                                max_length=256)
+            location_type = r.string(raw.get("locationType"), f"{kpath}.locationType",
+                                     choices=LOCATION_TYPES, default="Secret")
+            return {"clusterSource": {"kubeConfig": {"locationType": location_type,
+                                                     "location": location}}}
+        ppath = f"{path}.clusterProfileRef"
+        raw = r.fields(source["clusterProfileRef"], ppath, ("name",))
+        name = r.string(raw.get("name"), f"{ppath}.name", required=True, max_length=256)
+        return {"clusterSource": {"clusterProfileRef": {"name": name}}}
+
+    def read_annotations(self, annotations: Mapping[str, str], r: Reader) -> dict[str, str]:
+        connection = r.string(annotations.get(CONNECTION_ANNOTATION),
+                              f"metadata.annotations[{CONNECTION_ANNOTATION}]",
+                              choices=ConnectionType.values, default=ConnectionType.KUBERNETES)
+        if connection == ConnectionType.KUBERNETES:
+            return {}
+        return {CONNECTION_ANNOTATION: str(connection)}
+
+    def check(self, manifest: Manifest, plan: Plan, existing: Cluster | None, r: Reader) -> None:
+        if manifest.name == plan.domain.name:
+            r.error("metadata.name",
+                    f'cluster "{manifest.name}" cannot be a MultiKueue worker of itself')
+        elif existing is not None and existing.role == ClusterRole.MANAGER:
+            r.error("metadata.name", f'cluster "{manifest.name}" is the MultiKueue manager; a '
+                                     "MultiKueueCluster names a worker")
+        connection = manifest.annotations.get(CONNECTION_ANNOTATION, ConnectionType.KUBERNETES)
+        if connection != ConnectionType.KUBERNETES:
+            return
+        if existing is None or not existing.has_kubeconfig:
+            source = manifest.spec.get("clusterSource", {})
+            where = (f'{source["kubeConfig"]["locationType"]} '
+                     f'"{source["kubeConfig"]["location"]}"' if "kubeConfig" in source
+                     else f'cluster profile "{source.get("clusterProfileRef", {}).get("name")}"')
+            r.warnings.append(
+                f"kueueweb does not read the kubeconfig from {where}: upload it with PATCH "
+                f"/api/v1/clusters/{manifest.name}/ "
+                '({"spec": {"connection": {"kubeconfig": "..."}}})'
+            )
+
+    def queryset(self, domain: Cluster) -> models.QuerySet[Cluster]:
+        return Cluster.objects.filter(role=ClusterRole.WORKER)
+
+    def existing(self, domain: Cluster,
+                 manifests: Sequence[Manifest]) -> dict[tuple[str, str], Cluster]:
+        names = {m.name for m in manifests}
+        return {("", c.name): c for c in Cluster.objects.filter(name__in=names)}
+
+    def spec_of(self, obj: Cluster) -> dict[str, Any]:
+        # The kubeconfig lives in kueueweb; the location is only the conventional name.
+        return {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": obj.name}}}
+
+    def annotations_of(self, obj: Cluster) -> dict[str, str]:
+        if obj.connection_type == ConnectionType.KUBERNETES:
+            return {}
+        return {CONNECTION_ANNOTATION: obj.connection_type}
+
+    def state_of(self, obj: Cluster) -> Any:
+        return (obj.role, obj.connection_type)
+
+    def state_of_manifest(self, manifest: Manifest) -> Any:
+        return (ClusterRole.WORKER,
+                manifest.annotations.get(CONNECTION_ANNOTATION, ConnectionType.KUBERNETES))
+
+    def write(self, manifest: Manifest, obj: Cluster | None, ctx: WriteContext) -> Cluster:
+        connection = manifest.annotations.get(CONNECTION_ANNOTATION, ConnectionType.KUBERNETES)
+        obj = obj or Cluster(name=manifest.name, role=ClusterRole.WORKER)
+        if obj.pk is not None and obj.connection_type != connection:
+            switch_connection(obj, connection)
+        obj.connection_type = connection
+        obj.save()
+        return obj
+
+    def in_use(self, obj: Cluster) -> str | None:
+        return cluster_in_use(obj)
+
+
+ADMISSION_CHECK = AdmissionCheckKind()
+MULTIKUEUE_CONFIG = MultiKueueConfigKind()
+MULTIKUEUE_CLUSTER = MultiKueueClusterKind()
+
+
+# --- the REST shape of a Cluster ---------------------------------------------------------------
+
+CLUSTER_API_VERSION = "kueueweb.io/v1"
+CLUSTER_KIND = "Cluster"
+NODE_FIELDS = ("name", "capacity", "labels", "taints")
+
+
+def cluster_to_resource(cluster: Cluster) -> dict[str, Any]:
+    """A Cluster as the API prints it. The kubeconfig is never returned, only whether there
+    is one. ``cluster`` should prefetch ``nodes``."""
+    connection: dict[str, Any] = {"type": cluster.connection_type}
+    if cluster.connection_type == ConnectionType.KUBERNETES:
+        connection["hasKubeconfig"] = cluster.has_kubeconfig
+    else:
+        connection["nodes"] = [node_to_dict(node) for node in cluster.nodes.all()]
+    lost_since = cluster.lost_since.isoformat().replace("+00:00", "Z") if cluster.lost_since else None
+    return {
+        "apiVersion": CLUSTER_API_VERSION,
+        "kind": CLUSTER_KIND,
+        "metadata": object_metadata(cluster),
+        "spec": {"role": cluster.role, "connection": connection},
+        "status": {
+            "conditions": cluster.conditions or [],
+            "capacity": cluster.capacity or {},
+            "lostSince": lost_since,
+        },
+    }
+
+
+def node_to_dict(node: Node) -> dict[str, Any]:
+    return {"name": node.name, "capacity": node.capacity, "labels": node.labels,
+            "taints": node.taints}
+
+
+@dataclass
+class ClusterSpec:
+    """A Cluster as read from the API. ``kubeconfig``/``nodes`` None: keep what is stored."""
+
+    name: str
+    role: str
+    connection_type: str
+    kubeconfig: str | None = None
+    nodes: list[dict[str, Any]] | None = None
+
+
+def read_cluster(data: Any, *, instance: Cluster | None) -> ClusterSpec:
+    """Check a Cluster resource (create when ``instance`` is None, else a full replace of its
+    spec) and raise ManifestInvalid with field paths."""
+    r = Reader()
+    document = r.fields(data, "", ("apiVersion", "kind", "metadata", "spec", "status"))
+    if document.get("apiVersion") not in (None, CLUSTER_API_VERSION):
+        r.error("apiVersion", f'Unsupported value: "{document["apiVersion"]}": supported values: '
+                              f'"{CLUSTER_API_VERSION}"')
+    if document.get("kind") not in (None, CLUSTER_KIND):
+        r.error("kind", f'must be "{CLUSTER_KIND}" at this endpoint')
+    metadata = r.fields(document.get("metadata"), "metadata", ("name",),
+                        ignored={"uid", "resourceVersion", "creationTimestamp", "labels",
+                                 "annotations", "generation", "managedFields"})
+    name = r.string(metadata.get("name"), "metadata.name", required=instance is None,
+                    name="subdomain")
+    if instance is not None:
+        if name is not None and name != instance.name:
+            r.error("metadata.name", f'the name of the object ("{name}") does not match the name '
+                                     f'in the URL ("{instance.name}")')
+        name = instance.name
+    spec = r.fields(document.get("spec"), "spec", ("role", "connection"))
+    role = r.string(spec.get("role"), "spec.role", choices=ClusterRole.values,
+                    default=instance.role if instance else ClusterRole.WORKER)
+    if instance is not None and role != instance.role:
+        r.error("spec.role", "field is immutable")
+    elif instance is None and role == ClusterRole.MANAGER:
+        manager = Cluster.objects.filter(role=ClusterRole.MANAGER).first()
+        if manager is not None:
+            r.error("spec.role", f'there is already a manager cluster ("{manager.name}")')
+    connection = r.fields(spec.get("connection"), "spec.connection",
+                          ("type", "kubeconfig", "nodes"), ignored={"hasKubeconfig"})
+    default_type = instance.connection_type if instance else ConnectionType.SIMULATED
+    connection_type = r.string(connection.get("type"), "spec.connection.type",
+                               choices=ConnectionType.values, default=default_type)
+    kubeconfig = None
+    if "kubeconfig" in connection:
+        kubeconfig = _read_kubeconfig(connection["kubeconfig"], r)
+        if connection_type != ConnectionType.KUBERNETES:
+            r.error("spec.connection.kubeconfig", "only a kubernetes connection has a kubeconfig")
+    nodes = None
+    if "nodes" in connection:
+        nodes = _read_nodes(connection["nodes"], r)
+        if connection_type != ConnectionType.SIMULATED:
+            r.error("spec.connection.nodes",
+                    "only a simulated connection has its nodes defined here (a kubernetes "
+                    "cluster reports its own)")
+    if r.errors:
+        raise ManifestInvalid(r.errors, kind=CLUSTER_KIND, name=name)
+    return ClusterSpec(name=name or "", role=str(role), connection_type=str(connection_type),
+                       kubeconfig=kubeconfig, nodes=nodes)
+
+
+def _read_kubeconfig(value: Any, r: Reader) -> str | None:
+    path = "spec.connection.kubeconfig"
+    if not isinstance(value, str):
+        r.error(path, "must be the kubeconfig YAML as a string")
+        return None
+    if value == "":
+        return ""  # clears the stored kubeconfig
+    try:
+        documents = load_yaml_documents(value)
+    except ManifestSyntaxError as exc:
+        r.error(path, str(exc))
+        return None
+    config = documents[0] if len(documents) == 1 else None
+    if not isinstance(config, Mapping) or not isinstance(config.get("clusters"), list) \
+            or not config["clusters"]:
+        r.error(path, "not a kubeconfig: expected a YAML mapping with a 'clusters' list")
+        return None
+    return value
+
+
+def _read_nodes(value: Any, r: Reader) -> list[dict[str, Any]]:
+    path = "spec.connection.nodes"
+    if not isinstance(value, list):
+        r.error(path, "must be a list of nodes")
+        return []
+    nodes: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(value):
+        npath = join(path, i)
+        node = r.fields(raw, npath, NODE_FIELDS)
+        name = r.string(node.get("name"), join(npath, "name"), required=True, name="subdomain")
+        if name in seen:
+            r.error(join(npath, "name"), f'Duplicate value: "{name}"')
+        seen.add(name or "")
+        capacity = node.get("capacity", {})
+        if not isinstance(capacity, Mapping):
+            r.error(join(npath, "capacity"), 'must be a map of resources to quantities, e.g. '
+                                             '{"cpu": "8"}')
+            capacity = {}
+        for resource, quantity in capacity.items():
+            rpath = f"{npath}.capacity[{resource}]"
+            try:
+                validate_qualified_name(resource)
+                parse_quantity(quantity)
+            except ValidationError as exc:
+                r.error(rpath, exc.messages[0])
+            except QuantityError as exc:
+                r.error(rpath, str(exc))
+        labels = node.get("labels", {})
+        try:
+            validate_labels(labels)
+        except ValidationError as exc:
+            r.error(join(npath, "labels"), exc.messages[0])
+        taints = read_taints(node.get("taints"), join(npath, "taints"), r)
+        nodes.append({"name": name, "capacity": {k: quantity_text(v) for k, v in capacity.items()},
+                      "labels": dict(labels) if isinstance(labels, Mapping) else {},
+                      "taints": taints})
+    return nodes
+
+
+def switch_connection(cluster: Cluster, connection_type: str) -> None:
+    """Nodes defined for a simulated cluster are not those of a real one: drop them when the
+    connection becomes kubernetes (the cluster reconciler then reports the real nodes)."""
+    if connection_type == ConnectionType.KUBERNETES and cluster.pk is not None:
+        cluster.nodes.all().delete()
+
+
+@transaction.atomic
+def save_cluster(spec: ClusterSpec, instance: Cluster | None) -> Cluster:
+    """Create or update a Cluster (and a simulated cluster's nodes) from ``read_cluster``."""
+    cluster = instance or Cluster(name=spec.name, role=spec.role)
+    if cluster.pk is not None and cluster.connection_type != spec.connection_type:
+        switch_connection(cluster, spec.connection_type)
+    cluster.connection_type = spec.connection_type
+    if spec.kubeconfig is not None:
+        cluster.set_kubeconfig(spec.kubeconfig)
+    cluster.save()
+    if spec.nodes is not None:
+        _replace_nodes(cluster, spec.nodes)
+    return cluster
+
+
+def _replace_nodes(cluster: Cluster, nodes: Sequence[Mapping[str, Any]]) -> None:
+    """Update nodes in place by name (rows keep their identity), add new ones, drop others."""
+    current = {node.name: node for node in cluster.nodes.all()}
+    for data in nodes:
+        node = current.pop(data["name"], None) or Node(cluster=cluster, name=data["name"])
+        node.capacity = dict(data["capacity"])
+        node.labels = dict(data["labels"])
+        node.taints = list(data["taints"])
+        node.save()
+    if current:
+        Node.objects.filter(pk__in=[node.pk for node in current.values()]).delete()
+
+
+@transaction.atomic
+def delete_cluster(cluster: Cluster) -> None:
+    """Delete a cluster and its domain's objects (call ``cluster_in_use`` first).
+
+    The quota objects refer to each other through protected keys (a flavor's quotas, a
+    queue's local queues, a cohort's children), which a plain cascade from the cluster
+    refuses; they go first, in dependency order.
+    """
+    LocalQueue.objects.filter(cluster=cluster).delete()
+    FlavorQuota.objects.filter(
+        models.Q(cluster_queue__cluster=cluster) | models.Q(cohort__cluster=cluster)
+    ).delete()
+    ClusterQueue.objects.filter(cluster=cluster).delete()
+    Cohort.objects.filter(cluster=cluster).update(parent=None)
+    Cohort.objects.filter(cluster=cluster).delete()
+    cluster.delete()
+
+
+def cluster_in_use(cluster: Cluster) -> str | None:
+    """Why a cluster cannot be deleted: it is the manager, or work still runs through it."""
+    if cluster.role == ClusterRole.MANAGER:
+        return f'cluster "{cluster.name}" is the manager and cannot be deleted'
+    workloads = Workload.objects.filter(cluster=cluster).count()
+    dispatches = cluster.dispatches.count()
+    reasons = []
+    if workloads:
+        reasons.append(f"{workloads} workload(s) in its domain")
+    if dispatches:
+        reasons.append(f"{dispatches} workload(s) dispatched to it")
+    if not reasons:
+        return None
+    return f'cluster "{cluster.name}" is in use: ' + "; ".join(reasons)
