@@ -1,0 +1,210 @@
+"""The setup commands `make run` calls: ensure_admin and demo."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node
+from scheduling.models import (
+    ClusterQueue,
+    Cohort,
+    FlavorQuota,
+    Job,
+    LocalQueue,
+    ResourceFlavor,
+    Workload,
+    WorkloadPriorityClass,
+)
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=out)
+    return out.getvalue()
+
+
+# --- ensure_admin ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_ensure_admin_creates_the_superuser_with_the_password_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given
+    monkeypatch.setenv("KUEUEWEB_ADMIN_PASSWORD", "correct-horse-battery")
+    # when
+    output = run("ensure_admin")
+    # then
+    admin = User.objects.get()
+    assert (admin.username, admin.is_superuser, admin.is_staff) == ("admin", True, True)
+    assert admin.check_password("correct-horse-battery")
+    assert list(admin.groups.values_list("name", flat=True)) == ["admin"]
+    assert "correct-horse-battery" not in output
+    assert "KUEUEWEB_ADMIN_PASSWORD" in output
+
+
+@pytest.mark.django_db
+def test_ensure_admin_is_idempotent_and_prints_nothing_secret_the_second_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KUEUEWEB_ADMIN_PASSWORD", "correct-horse-battery")
+    run("ensure_admin")
+    monkeypatch.setenv("KUEUEWEB_ADMIN_PASSWORD", "another-password-now")
+    output = run("ensure_admin")
+    assert User.objects.count() == 1
+    assert User.objects.get().check_password("correct-horse-battery")
+    assert output == "A superuser exists already: nothing to do.\n"
+
+
+@pytest.mark.django_db
+def test_ensure_admin_generates_a_password_and_prints_it_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KUEUEWEB_ADMIN_PASSWORD", raising=False)
+    output = run("ensure_admin")
+    match = re.search(r"username: (\S+)\n\s+password: (\S+)\n", output)
+    assert match is not None, output
+    username, password = match.groups()
+    assert username == "admin"
+    assert len(password) >= 20
+    assert User.objects.get(username="admin").check_password(password)
+    assert password not in run("ensure_admin")
+
+
+@pytest.mark.django_db
+def test_ensure_admin_does_nothing_when_any_superuser_exists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    User.objects.create_superuser("root", "", "root-password")
+    monkeypatch.setenv("KUEUEWEB_ADMIN_PASSWORD", "correct-horse-battery")
+    run("ensure_admin")
+    assert list(User.objects.values_list("username", flat=True)) == ["root"]
+
+
+@pytest.mark.django_db
+def test_ensure_admin_leaves_an_ordinary_user_named_admin_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    User.objects.create_user("admin", password="their-own-password")
+    monkeypatch.setenv("KUEUEWEB_ADMIN_PASSWORD", "correct-horse-battery")
+    output = run("ensure_admin")
+    user = User.objects.get()
+    assert (user.is_superuser, user.check_password("their-own-password")) == (False, True)
+    assert "not changing it" in output
+
+
+@pytest.mark.django_db
+def test_ensure_admin_refuses_a_too_short_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUEUEWEB_ADMIN_PASSWORD", "short")
+    with pytest.raises(CommandError, match="KUEUEWEB_ADMIN_PASSWORD: This password is too short"):
+        run("ensure_admin")
+    assert not User.objects.exists()
+
+
+# --- demo --------------------------------------------------------------------------------
+
+
+def _domain(cluster: Cluster) -> dict[str, object]:
+    """Everything the demo puts in one cluster, by name."""
+    return {
+        "nodes": sorted(cluster.nodes.values_list("name", flat=True)),
+        "flavors": sorted(ResourceFlavor.objects.filter(cluster=cluster)
+                          .values_list("name", flat=True)),
+        "cluster_queues": sorted(ClusterQueue.objects.filter(cluster=cluster)
+                                 .values_list("name", flat=True)),
+        "local_queues": sorted(LocalQueue.objects.filter(cluster=cluster)
+                               .values_list("namespace", "name", "cluster_queue__name")),
+    }
+
+
+def _counts() -> dict[str, int]:
+    return {model.__name__: model.objects.count() for model in (
+        Cluster, Node, ResourceFlavor, Cohort, ClusterQueue, FlavorQuota, LocalQueue,
+        WorkloadPriorityClass, AdmissionCheck, MultiKueueConfig, Job, Workload)}
+
+
+@pytest.mark.django_db
+def test_demo_creates_clusters_quotas_queues_and_jobs(manager: Cluster) -> None:
+    # given a fresh database; when
+    output = run("demo")
+    # then the manager has Kueue's getting-started setup and the teams' queues
+    assert "Demo ready" in output
+    default_nodes = [f"node-{i}" for i in range(1, 5)]
+    assert _domain(manager) == {
+        "nodes": sorted([*default_nodes, "on-demand-1", "on-demand-2", "spot-1", "spot-2"]),
+        "flavors": ["default-flavor", "on-demand", "spot"],
+        "cluster_queues": ["cluster-queue", "multikueue-cq", "research-cq", "team-a-cq",
+                           "team-b-cq"],
+        "local_queues": [("default", "user-queue", "cluster-queue"),
+                         ("research", "multikueue-queue", "multikueue-cq"),
+                         ("research", "research-queue", "research-cq"),
+                         ("team-a", "team-a-queue", "team-a-cq"),
+                         ("team-b", "team-b-queue", "team-b-cq")],
+    }
+    assert ResourceFlavor.objects.get(cluster=manager, name="spot").node_labels == {
+        "instance-type": "spot"}
+    # the cohort shares quota with borrowing and lending limits
+    cohort = Cohort.objects.get(cluster=manager, name="all-teams")
+    assert sorted(cohort.cluster_queues.values_list("name", flat=True)) == [
+        "research-cq", "team-a-cq", "team-b-cq"]
+    team_a_cpu = FlavorQuota.objects.get(cluster_queue__name="team-a-cq",
+                                         flavor__name="on-demand", resource="cpu")
+    assert (team_a_cpu.nominal_quota, team_a_cpu.borrowing_limit, team_a_cpu.lending_limit) == (
+        "10", "6", "4")
+    sample_cpu = FlavorQuota.objects.get(cluster_queue__cluster=manager,
+                                         cluster_queue__name="cluster-queue", resource="cpu")
+    assert (sample_cpu.flavor.name, sample_cpu.nominal_quota) == ("default-flavor", "9")
+    assert sorted(WorkloadPriorityClass.objects.values_list("name", "value")) == [
+        ("high-priority", 10000), ("low-priority", 100)]
+    # MultiKueue: the check, its config over both workers, and queues in each worker
+    check = AdmissionCheck.objects.get(cluster=manager, name="multikueue-demo")
+    assert check.controller_name == "kueue.x-k8s.io/multikueue"
+    assert MultiKueueConfig.objects.get(name="multikueue-demo").clusters == ["worker-1",
+                                                                             "worker-2"]
+    workers = {c.name: c for c in Cluster.objects.filter(role="worker")}
+    assert sorted(workers) == ["worker-1", "worker-2"]
+    for name, nodes in (("worker-1", 3), ("worker-2", 2)):
+        domain = _domain(workers[name])
+        assert len(domain["nodes"]) == nodes  # type: ignore[arg-type]
+        assert domain["local_queues"] == [("research", "multikueue-queue", "cluster-queue")]
+    # and jobs were submitted, each with its workload, Kueue's sample job among them
+    jobs = sorted(Job.objects.values_list("namespace", "name"))
+    assert len(jobs) == 8
+    assert [j for j in jobs if j[0] == "default"][0][1].startswith("sample-job-")
+    assert sorted(n for ns, n in jobs if ns != "default") == [
+        "climate-simulation", "dispatched-analysis", "etl-nightly", "hyperparameter-sweep",
+        "large-pretraining", "train-resnet", "weekly-report"]
+    assert Workload.objects.count() == 8
+    assert set(Workload.objects.values_list("namespace", flat=True)) == {
+        "default", "team-a", "team-b", "research"}
+
+
+@pytest.mark.django_db
+def test_demo_if_empty_is_idempotent(manager: Cluster) -> None:
+    run("demo", "--if-empty")
+    after_first = _counts()
+    output = run("demo", "--if-empty")
+    assert _counts() == after_first
+    assert output == "The manager has cluster queues already: no demo data added.\n"
+
+
+@pytest.mark.django_db
+def test_demo_if_empty_leaves_a_configured_manager_alone(manager: Cluster) -> None:
+    ClusterQueue.objects.create(cluster=manager, name="mine")
+    before = _counts()
+    run("demo", "--if-empty")
+    assert _counts() == before
+
+
+@pytest.mark.django_db
+def test_demo_run_again_adds_nothing(manager: Cluster) -> None:
+    run("demo")
+    after_first = _counts()
+    run("demo")
+    assert _counts() == after_first
