@@ -15,6 +15,7 @@ AdmissionCheck, MultiKueueConfig and MultiKueueCluster on the same ``Kind`` base
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -406,7 +407,7 @@ class WriteContext:
             self._cohorts[cohort.name] = cohort
 
 
-class Kind(Generic[M]):
+class Kind(ABC, Generic[M]):
     """How one Kueue kind is read from a manifest, compared, written and printed."""
 
     kind: ClassVar[str]
@@ -418,8 +419,9 @@ class Kind(Generic[M]):
     known_annotations: ClassVar[tuple[str, ...]] = ()
 
     # -- read
+    @abstractmethod
     def read_spec(self, document: Mapping[str, Any], r: Reader) -> dict[str, Any]:
-        raise NotImplementedError
+        """The spec of ``document`` as this kind stores it, errors reported to ``r``."""
 
     def read_annotations(self, annotations: Mapping[str, str], r: Reader) -> dict[str, str]:
         """The state this kind keeps in ``kueueweb.io/`` annotations, read and checked."""
@@ -437,8 +439,9 @@ class Kind(Generic[M]):
         found = self.queryset(domain).filter(name__in=names)
         return {(getattr(obj, "namespace", ""), getattr(obj, "name", "")): obj for obj in found}
 
+    @abstractmethod
     def spec_of(self, obj: M) -> dict[str, Any]:
-        raise NotImplementedError
+        """The stored object's spec, in the shape ``read_spec`` returns."""
 
     def annotations_of(self, obj: M) -> dict[str, str]:
         return {}
@@ -449,8 +452,9 @@ class Kind(Generic[M]):
     def state_of_manifest(self, manifest: Manifest) -> Any:
         return (manifest.spec, manifest.annotations)
 
+    @abstractmethod
     def write(self, manifest: Manifest, obj: M | None, ctx: WriteContext) -> M:
-        raise NotImplementedError
+        """Create or update the object for ``manifest`` (``obj`` is the stored one)."""
 
     def in_use(self, obj: M) -> str | None:
         """Why ``obj`` cannot be deleted now, or None."""

@@ -12,6 +12,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.serializers import BaseSerializer
 from rest_framework.viewsets import ModelViewSet
 
+from kueueweb.api import ConflictError
 from kueueweb.roles import Role
 from multicluster.api.serializers import (
     AdmissionCheckSerializer,
@@ -26,7 +27,6 @@ from scheduling.api.views import (
     NOT_FOUND,
     OBJECT_PARSERS,
     REFUSED,
-    ConflictError,
     KueueObjectViewSet,
     crud_schema,
 )

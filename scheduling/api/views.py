@@ -23,7 +23,7 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound, ParseError, ValidationError
+from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -32,6 +32,7 @@ from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 from rest_framework.viewsets import ModelViewSet
 
+from kueueweb.api import ConflictError, PayloadTooLarge
 from kueueweb.roles import Role
 from multicluster.models import Cluster
 from scheduling import yamlio
@@ -65,18 +66,6 @@ from scheduling.models import (
 )
 
 # --- errors, parsers, renderers ------------------------------------------------------------
-
-
-class PayloadTooLarge(APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request body is too large."
-    default_code = "payload_too_large"
-
-
-class ConflictError(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The object already exists, has changed, or is in use."
-    default_code = "conflict"
 
 
 class ManifestParser(BaseParser):

@@ -7,6 +7,7 @@ Views only parse, authorize and call ``scheduling.services``.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,12 +21,14 @@ from drf_spectacular.utils import (
     extend_schema_view,
 )
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound, ParseError, ValidationError
+from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.viewsets import GenericViewSet
 
+from kueueweb.api import ConflictError as Conflict
+from kueueweb.api import PayloadTooLarge
 from kueueweb.roles import Role
 from multicluster.models import Cluster
 from scheduling import jobs, services, yamlio
@@ -41,23 +44,12 @@ from scheduling.validation import FieldError, errors_to_dict
 # --- Parsers: one object per request, JSON or YAML, size-limited ---------------------------
 
 
-class PayloadTooLarge(APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request body is too large."
-    default_code = "payload_too_large"
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The object already exists or has changed."
-    default_code = "conflict"
-
-
-class _ManifestParser(BaseParser):
+class _ManifestParser(BaseParser, ABC):
     """Reads at most ``KUEUEWEB["MAX_MANIFEST_BYTES"]`` and expects exactly one object."""
 
+    @abstractmethod
     def load(self, data: bytes) -> list[Any]:
-        raise NotImplementedError
+        """The documents in ``data`` (JSON or YAML, by subclass)."""
 
     def parse(
         self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
