@@ -170,8 +170,7 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
             victim = reserving_by_key.get(target.workload_key)
             if victim is None or target.already_evicted:
                 continue
-            preemptor = next(h for h in result.results if target in h.preemption_targets)
-            if _issue_preemption(cluster_id, victim, target, preemptor, now=now, events=events):
+            if _issue_preemption(cluster_id, victim, target, now=now, events=events):
                 outcome.preempted.append(target.workload_key)
         Event.objects.bulk_create(events)
         if outcome.progressed:
@@ -384,7 +383,6 @@ def _issue_preemption(
     cluster_id: int,
     victim: Mapping[str, Any],
     target: PreemptionTarget,
-    preemptor: HeadResult,
     *,
     now: datetime,
     events: list[Event],
@@ -433,17 +431,11 @@ def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
     job on a cluster is released by the cluster reconciler when its pods have stopped, a
     workload without running pods here.
     """
-    rows = list(
-        Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED)
-        .filter(conditions__contains=[{"type": "Evicted", "status": "True"}])
-        .values("id", "namespace", "name", "conditions", "resource_version",
-                "cluster_queue_id", "active")
-    ) if _json_contains_supported() else [
-        row for row in Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED)
-        .values("id", "namespace", "name", "conditions", "resource_version",
-                "cluster_queue_id", "active")
-        if cond.is_true(row["conditions"], "Evicted")
-    ]
+    evicted = cond.filter_by_condition(
+        Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED), "Evicted", "True"
+    )
+    rows = list(evicted.values("id", "namespace", "name", "conditions", "resource_version",
+                               "cluster_queue_id", "active"))
     released = 0
     freed_queues: set[int] = set()
     with transaction.atomic():
@@ -454,12 +446,6 @@ def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
         if freed_queues:
             on_quota_released(cluster_id, freed_queues, now=now)
     return released
-
-
-def _json_contains_supported() -> bool:
-    from django.db import connection
-
-    return connection.vendor == "postgresql"
 
 
 def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> bool:
@@ -508,7 +494,7 @@ def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now:
 def cohort_tree_queue_ids(cluster_id: int, cluster_queue_ids: Iterable[int]) -> set[int]:
     """Every cluster queue in the cohort trees (from the root) of the given queues."""
     queues = list(ClusterQueue.objects.filter(cluster_id=cluster_id)
-                  .values("id", "cohort_id", "cohort__parent_id"))
+                  .values("id", "cohort_id"))
     from scheduling.models import Cohort
 
     parents = dict(Cohort.objects.filter(cluster_id=cluster_id).values_list("id", "parent_id"))
@@ -535,25 +521,13 @@ def queue_inadmissible_workloads(
         cluster_id=cluster_id, phase=WorkloadPhase.PENDING,
         queue_state=QueueState.INADMISSIBLE,
     ).filter(Q(requeue_at__isnull=True) | Q(requeue_at__lte=now))
-    # Workloads still backing off (Requeued=False) stay parked: the lifecycle reconciler
-    # flips them when their back-off ends.
-    parked = parked.exclude(conditions__contains=[{"type": "Requeued", "status": "False"}]) \
-        if _json_contains_supported() else parked
     if cluster_queue_ids is not None:
         tree = cohort_tree_queue_ids(cluster_id, cluster_queue_ids)
         parked = parked.filter(local_queue__cluster_queue_id__in=tree)
-    if not _json_contains_supported():
-        ids = [
-            pk for pk, conditions in parked.values_list("id", "conditions")
-            if not _requeued_false(conditions)
-        ]
-        parked = Workload.objects.filter(pk__in=ids)
+    # Workloads still backing off (Requeued=False) stay parked: the lifecycle reconciler
+    # flips them when their back-off ends.
+    parked = cond.filter_by_condition(parked, "Requeued", "False", present=False)
     return parked.update(queue_state=QueueState.ACTIVE, resource_version=F("resource_version") + 1)
-
-
-def _requeued_false(conditions: Sequence[dict[str, Any]]) -> bool:
-    found = cond.find(conditions, "Requeued")
-    return found is not None and found.get("status") == "False"
 
 
 def resolve_local_queues(cluster_id: int, *, now: datetime) -> int:

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from django.db import connections
+from django.db.models import Model, QuerySet
 
 Condition = dict[str, Any]
+_M = TypeVar("_M", bound=Model)
 
 
 def timestamp(moment: datetime) -> str:
@@ -65,3 +69,28 @@ def set_condition(
 
 def remove(conditions: Sequence[Condition], type_: str) -> list[Condition]:
     return [c for c in conditions if c.get("type") != type_]
+
+
+def has(conditions: Sequence[Condition], type_: str, status: str) -> bool:
+    found = find(conditions, type_)
+    return found is not None and found.get("status") == status
+
+
+def filter_by_condition(
+    queryset: QuerySet[_M], type_: str, status: str, *, present: bool = True
+) -> QuerySet[_M]:
+    """Rows whose ``conditions`` hold (``present``) or lack a condition ``type_``=``status``.
+
+    PostgreSQL answers with JSON containment on the column; SQLite has no such lookup, so
+    there the (id, conditions) pairs of the queryset are scanned once.
+    """
+    wanted = [{"type": type_, "status": status}]
+    if connections[queryset.db].vendor == "postgresql":
+        if present:
+            return queryset.filter(conditions__contains=wanted)
+        return queryset.exclude(conditions__contains=wanted)
+    ids = [
+        pk for pk, conditions in queryset.values_list("id", "conditions")
+        if has(conditions or (), type_, status) == present
+    ]
+    return queryset.filter(pk__in=ids)
