@@ -68,6 +68,11 @@ def test_concurrent_cycles_never_double_admit_or_exceed_quota(
         thread.join(timeout=60)
 
     assert errors == []
+    # However the race went, what the concurrent cycles admitted fits in the quota.
+    assert _admitted_cpu() <= 10_000
+    # Then let cycles run one at a time until nothing more fits.
+    for step in range(20):
+        admission.run_admission_cycle(manager.pk, now=NOW + timedelta(seconds=1 + step))
     admitted = Workload.objects.filter(phase=WorkloadPhase.ADMITTED)
     assert admitted.count() == 10  # 10 cpu in the cohort, 1 cpu each
     assert _admitted_cpu() == 10_000
