@@ -34,3 +34,12 @@ class DispatchState(models.TextChoices):
 MULTIKUEUE_CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"
 # An admission check with this controller is set Ready/Retry/Rejected by hand (API or admin).
 MANUAL_CONTROLLER_NAME = "kueueweb.io/manual"
+
+
+class PodPhase(models.TextChoices):
+    """Kubernetes pod phases (core/v1 PodPhase) of a simulated pod."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"

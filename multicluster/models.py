@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from multicluster import secrets
-from multicluster.choices import ClusterRole, ConnectionType, Dispatcher, DispatchState
+from multicluster.choices import ClusterRole, ConnectionType, Dispatcher, DispatchState, PodPhase
 from scheduling.models import DomainObject
 from scheduling.validators import validate_dns1123_subdomain
 
@@ -35,7 +35,8 @@ class Cluster(models.Model):
         max_length=16, choices=ConnectionType.choices, default=ConnectionType.SIMULATED
     )
     kubeconfig_encrypted = models.TextField(blank=True, editable=False)
-    # Simulated clusters: pod start delay and default run time, injected faults.
+    # Simulated clusters: {"startDelaySeconds": 5, "defaultRunSeconds": 60, "speed": 1}
+    # (see multicluster.simulated.runner.SimulationSettings).
     simulation = models.JSONField(default=dict, blank=True)
     # --- status (written by the cluster reconciler) ---
     conditions = models.JSONField(default=list, blank=True, editable=False)
@@ -153,3 +154,87 @@ class Dispatch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workload_id} → {self.worker_id} ({self.state})"
+
+
+class PodGroup(models.Model):
+    """The pods of one pod set of a running workload, scheduled as a gang.
+
+    Kubernetes v1.35 Workload API: a ``podGroups[]`` entry with ``policy.gang.minCount``. The
+    group binds only when ``min_count`` of its pods fit at once; otherwise it waits, and
+    after the gang scheduling timeout its attempt is rejected and retried.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pod_groups")
+    workload = models.ForeignKey(
+        "scheduling.Workload", on_delete=models.CASCADE, related_name="pod_groups"
+    )
+    job = models.ForeignKey(
+        "scheduling.Job", null=True, blank=True, on_delete=models.CASCADE,
+        related_name="pod_groups",
+    )
+    pod_set = models.CharField(max_length=63)
+    min_count = models.PositiveIntegerField()
+    created_at = models.DateTimeField()
+    # The current scheduling attempt began (None once bound).
+    waiting_since = models.DateTimeField(null=True, blank=True)
+    bound_at = models.DateTimeField(null=True, blank=True)
+    timeouts = models.PositiveIntegerField(default=0)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["workload", "pod_set"], name="podgroup_unique_podset"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}/{self.pod_set}"
+
+
+class Pod(models.Model):
+    """A pod of a job running on a simulated cluster (Kubernetes core/v1 Pod, reduced)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pods")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    job = models.ForeignKey(
+        "scheduling.Job", null=True, blank=True, on_delete=models.CASCADE, related_name="pods"
+    )
+    workload = models.ForeignKey(
+        "scheduling.Workload", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="pods",
+    )
+    group = models.ForeignKey(
+        PodGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="pods"
+    )
+    pod_set = models.CharField(max_length=63, default="main")
+    requests = models.JSONField(default=dict, help_text='Per-pod requests, e.g. {"cpu": "1"}.')
+    node_selector = models.JSONField(default=dict, blank=True)
+    tolerations = models.JSONField(default=list, blank=True)
+    node_name = models.CharField(max_length=253, blank=True, db_index=True)
+    phase = models.CharField(max_length=16, choices=PodPhase.choices, default=PodPhase.PENDING)
+    ready = models.BooleanField(default=False)
+    reason = models.CharField(max_length=128, blank=True)
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    # Planned times, set when the pod is bound: it becomes ready, then it finishes.
+    ready_at = models.DateTimeField(null=True, blank=True)
+    finish_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Fault injection: the pod fails instead of succeeding when it finishes.
+    fail = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="pod_unique_name"),
+        ]
+        indexes = [models.Index(fields=["cluster", "phase"], name="pod_cluster_phase")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)

@@ -258,6 +258,10 @@ class Job(NamespacedObject):
     """A submitted batch/v1 Job: the manifest as given and the status reported by its cluster."""
 
     manifest = models.JSONField(help_text="The batch/v1 Job as submitted (apiVersion … spec).")
+    # spec.suspend as it is now: Kueue's webhook suspends a queued job; the job reconciler
+    # unsuspends it when its workload is admitted and suspends it again on eviction.
+    suspend = models.BooleanField(default=True, editable=False)
+    # batch/v1 JobStatus as reported by the cluster the job runs on.
     status = models.JSONField(default=dict, blank=True, editable=False)
 
     class Meta:
