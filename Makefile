@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/kueueweb
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
+# `make run` keeps the demo busy with a few new jobs every 15 s (0 turns it off).
+KUEUEWEB_DEMO_TRAFFIC_INTERVAL_SECONDS ?= 15
 
 .PHONY: install run test test-sqlite test-postgres lint clean
 
@@ -23,7 +25,8 @@ run: install
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py demo --if-empty
 	$(PY) manage.py ensure_admin
-	PORT=$(PORT) $(PY) manage.py serve
+	PORT=$(PORT) KUEUEWEB_DEMO_TRAFFIC_INTERVAL_SECONDS=$(KUEUEWEB_DEMO_TRAFFIC_INTERVAL_SECONDS) \
+		$(PY) manage.py serve
 
 test: install test-sqlite test-postgres
 

@@ -8,6 +8,7 @@ thread of the web process, so there is exactly one reconciler and no lease conte
 
 from __future__ import annotations
 
+import heapq
 import logging
 import queue
 import threading
@@ -21,6 +22,10 @@ from django.db import close_old_connections
 logger = logging.getLogger(__name__)
 
 _requests: queue.Queue[tuple[str, tuple[Any, ...]]] = queue.Queue()
+# Requests for later: (monotonic due time, sequence, task name, args), under _later_lock.
+_later: list[tuple[float, int, str, tuple[Any, ...]]] = []
+_later_lock = threading.Lock()
+_sequence = 0
 _running = threading.Event()
 
 
@@ -28,9 +33,25 @@ def is_running() -> bool:
     return _running.is_set()
 
 
-def submit(task_name: str, args: tuple[Any, ...]) -> None:
-    """Queue a task for the loop (called after commit by kueueweb.reconcile)."""
-    _requests.put((task_name, args))
+def submit(task_name: str, args: tuple[Any, ...], delay: float = 0.0) -> None:
+    """Queue a task for the loop (called after commit by kueueweb.reconcile), now or after
+    ``delay`` seconds."""
+    global _sequence
+    if delay <= 0:
+        _requests.put((task_name, args))
+        return
+    with _later_lock:
+        _sequence += 1
+        heapq.heappush(_later, (time.monotonic() + delay, _sequence, task_name, args))
+
+
+def _take_due(now: float) -> list[tuple[str, tuple[Any, ...]]]:
+    due = []
+    with _later_lock:
+        while _later and _later[0][0] <= now:
+            _, _, name, args = heapq.heappop(_later)
+            due.append((name, args))
+    return due
 
 
 def _call(task_name: str, args: tuple[Any, ...]) -> None:
@@ -58,7 +79,7 @@ def run_forever(stop: threading.Event | None = None, tick: float = 0.2) -> None:
                 if now >= next_run[name]:
                     _call(name, ())
                     next_run[name] = now + period
-            pending: dict[tuple[str, tuple[Any, ...]], None] = {}
+            pending: dict[tuple[str, tuple[Any, ...]], None] = dict.fromkeys(_take_due(now))
             try:
                 pending[_requests.get(timeout=tick)] = None
                 while True:

@@ -127,10 +127,20 @@ CELERY_TIMEZONE = "UTC"
 RECONCILE_INTERVAL_SECONDS = env_float("KUEUEWEB_RECONCILE_INTERVAL_SECONDS", 5.0)
 # Periodic reconcilers. Celery beat sends these in production; the embedded loop calls the
 # same task functions on the same periods.
+LIFECYCLE_INTERVAL_SECONDS = env_int("KUEUEWEB_LIFECYCLE_INTERVAL_SECONDS", 5)
+CLUSTER_SYNC_INTERVAL_SECONDS = env_int("KUEUEWEB_CLUSTER_SYNC_INTERVAL_SECONDS", 5)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "admission-all-domains": {
         "task": "scheduling.tasks.schedule_admission_all_task",
         "schedule": RECONCILE_INTERVAL_SECONDS,
+    },
+    "lifecycle-all-domains": {
+        "task": "scheduling.tasks.lifecycle_all_task",
+        "schedule": LIFECYCLE_INTERVAL_SECONDS,
+    },
+    "sync-all-clusters": {
+        "task": "multicluster.tasks.sync_all_clusters_task",
+        "schedule": CLUSTER_SYNC_INTERVAL_SECONDS,
     },
 }
 
@@ -239,6 +249,14 @@ KUEUEWEB: dict[str, Any] = {
     "MULTIKUEUE_GC_INTERVAL_SECONDS": env_int("KUEUEWEB_MULTIKUEUE_GC_INTERVAL_SECONDS", 60),
     "DISPATCH_STEP_SIZE": env_int("KUEUEWEB_DISPATCH_STEP_SIZE", 3),
     "DISPATCH_ROUND_TIMEOUT_SECONDS": env_int("KUEUEWEB_DISPATCH_ROUND_TIMEOUT_SECONDS", 300),
+    # Periods of the lifecycle and cluster reconcilers (each also wakes itself at its next
+    # deadline when that comes sooner).
+    "LIFECYCLE_INTERVAL_SECONDS": LIFECYCLE_INTERVAL_SECONDS,
+    "CLUSTER_SYNC_INTERVAL_SECONDS": CLUSTER_SYNC_INTERVAL_SECONDS,
+    # Simulated clusters: defaults for Cluster.simulation, and kube-scheduler's gang timeout.
+    "SIMULATION_START_DELAY_SECONDS": env_int("KUEUEWEB_SIMULATION_START_DELAY_SECONDS", 5),
+    "SIMULATION_DEFAULT_RUN_SECONDS": env_int("KUEUEWEB_SIMULATION_DEFAULT_RUN_SECONDS", 60),
+    "GANG_SCHEDULING_TIMEOUT_SECONDS": env_int("KUEUEWEB_GANG_SCHEDULING_TIMEOUT_SECONDS", 300),
     # The simulated cluster a fresh install starts with.
     "DEFAULT_NODE_COUNT": env_int("KUEUEWEB_DEFAULT_NODE_COUNT", 4),
     "DEFAULT_NODE_CPU": env_str("KUEUEWEB_DEFAULT_NODE_CPU", "16"),
@@ -247,7 +265,19 @@ KUEUEWEB: dict[str, Any] = {
     "ADMISSION_LEASE_SECONDS": env_int("KUEUEWEB_ADMISSION_LEASE_SECONDS", 30),
     # Largest YAML/JSON body accepted by apply and job submission.
     "MAX_MANIFEST_BYTES": env_int("KUEUEWEB_MAX_MANIFEST_BYTES", 1024 * 1024),
+    # Demo traffic (scheduling/demo/traffic.py): jobs into the demo's queues every N seconds
+    # (0: off; `make run` sets 15) while fewer than MAX_PENDING workloads wait; its finished
+    # jobs are deleted after KEEP_FINISHED_MINUTES.
+    "DEMO_TRAFFIC_INTERVAL_SECONDS": env_float("KUEUEWEB_DEMO_TRAFFIC_INTERVAL_SECONDS", 0.0),
+    "DEMO_TRAFFIC_MAX_PENDING": env_int("KUEUEWEB_DEMO_TRAFFIC_MAX_PENDING", 12),
+    "DEMO_TRAFFIC_KEEP_FINISHED_MINUTES": env_int("KUEUEWEB_DEMO_TRAFFIC_KEEP_FINISHED_MINUTES",
+                                                  30),
 }
+if KUEUEWEB["DEMO_TRAFFIC_INTERVAL_SECONDS"] > 0:
+    CELERY_BEAT_SCHEDULE["demo-traffic"] = {
+        "task": "scheduling.tasks.demo_traffic_task",
+        "schedule": KUEUEWEB["DEMO_TRAFFIC_INTERVAL_SECONDS"],
+    }
 DATA_UPLOAD_MAX_MEMORY_SIZE = KUEUEWEB["MAX_MANIFEST_BYTES"] + 64 * 1024
 
 LOGGING = {

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -32,7 +33,7 @@ from django.db.models.functions import RowNumber
 
 from kueueweb import reconcile
 from scheduling import conditions as cond
-from scheduling import snapshots
+from scheduling import metrics, snapshots
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core.cycle import (
     CyclePolicy,
@@ -52,6 +53,8 @@ from scheduling.models import AdmissionLease, ClusterQueue, Event, LocalQueue, W
 logger = logging.getLogger(__name__)
 
 ADMISSION_TASK = "scheduling.tasks.admission_cycle_task"
+# The reconciler of the cluster that runs a domain's admitted jobs (multicluster.tasks).
+CLUSTER_SYNC_TASK = "multicluster.tasks.sync_cluster_task"
 _RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 
 
@@ -86,6 +89,11 @@ def cycle_policy() -> CyclePolicy:
 def request_admission(cluster_id: int) -> None:
     """Ask for an admission cycle of the domain once the current transaction commits."""
     reconcile.request(ADMISSION_TASK, cluster_id)
+
+
+def request_cluster_sync(cluster_id: int) -> None:
+    """Ask the domain's cluster to start what was admitted (after commit)."""
+    reconcile.request(CLUSTER_SYNC_TASK, cluster_id)
 
 
 # =========================================================================================
@@ -145,8 +153,10 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
     outcome = CycleOutcome(ran=True, cycle=cycle, heads=len(heads), released=released)
 
     # 4. Decide.
+    started = time.perf_counter()
     result = run_cycle(snapshot, heads, now=snapshots.epoch(now), policy=cycle_policy(),
                        cycle=cycle)
+    per_head = (time.perf_counter() - started) / max(len(heads), 1)
 
     # 5. Apply, fenced: if the lease was lost meanwhile, nothing is written.
     rows_by_key = {f"{r['namespace']}/{r['name']}": r for r in head_rows}
@@ -162,10 +172,12 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
             if head.admitted:
                 if _reserve_quota(cluster_id, row, head, specs, now=now, events=events):
                     outcome.admitted.append(head.key)
+                    metrics.admission_attempt("success", per_head)
                 else:
                     outcome.dropped += 1
             else:
                 _record_pending(cluster_id, row, head, now=now, events=events)
+                metrics.admission_attempt("inadmissible", per_head)
         for target in result.preemption_targets:
             victim = reserving_by_key.get(target.workload_key)
             if victim is None or target.already_evicted:
@@ -175,6 +187,8 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
         Event.objects.bulk_create(events)
         if outcome.progressed:
             request_admission(cluster_id)
+        if outcome.admitted or outcome.preempted:
+            request_cluster_sync(cluster_id)
     return outcome
 
 
@@ -310,14 +324,20 @@ def _reserve_quota(
     )
     if updated != 1:
         return False  # changed since the snapshot; the next cycle looks again
-    waited = int((now - (row["queued_at"] or row["created_at"])).total_seconds())
+    waited = (now - (row["queued_at"] or row["created_at"])).total_seconds()
     events.append(_event(cluster_id, row, "QuotaReserved",
                          f"Quota reserved in ClusterQueue {cq_name}, wait time since queued "
-                         f"was {waited}s", now=now))
+                         f"was {int(waited)}s", now=now))
+    local_queue = (row["namespace"], row["queue_name"]) if row["queue_name"] else None
+    priority_class = row.get("priority_class_name", "")
+    metrics.quota_reserved(cq_name, priority_class, waited, local_queue=local_queue,
+                           cluster_id=cluster_id)
     if phase == WorkloadPhase.ADMITTED:
         events.append(_event(cluster_id, row, "Admitted",
                              f"Admitted by ClusterQueue {cq_name}, wait time since reservation "
                              "was 0s", now=now))
+        metrics.admitted(cq_name, priority_class, waited, 0.0, local_queue=local_queue,
+                         cluster_id=cluster_id)
     return True
 
 
@@ -400,6 +420,11 @@ def _issue_preemption(
     if updated != 1:
         return False
     events.append(_event(cluster_id, victim, "Preempted", message, now=now))
+    metrics.preempted(target.preempting_cluster_queue, target.reason, cluster_id=cluster_id)
+    metrics.evicted(victim["cluster_queue__name"] or "", "Preempted", target.reason,
+                    victim.get("priority_class_name", ""),
+                    local_queue=(victim["namespace"], victim["queue_name"]),
+                    cluster_id=cluster_id)
     return True
 
 
@@ -427,15 +452,16 @@ def _event(
 def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
     """Second phase of eviction: give back the quota of evicted workloads and requeue them.
 
-    Kueue releases quota only once the evicted workload's pods are gone; a workload with a
-    job on a cluster is released by the cluster reconciler when its pods have stopped, a
-    workload without running pods here.
+    Kueue releases quota only once the evicted workload's pods are gone. A workload whose
+    job runs (not suspended) is released by its cluster's reconciler once it has stopped
+    the job (``scheduling.lifecycle.release_stopped``); the others are released here.
     """
     evicted = cond.filter_by_condition(
         Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED), "Evicted", "True"
-    )
+    ).filter(Q(job__isnull=True) | Q(job__suspend=True))
     rows = list(evicted.values("id", "namespace", "name", "conditions", "resource_version",
-                               "cluster_queue_id", "active"))
+                               "cluster_queue_id", "active", "created_at", "requeue_at",
+                               "accumulated_past_execution_time_seconds"))
     released = 0
     freed_queues: set[int] = set()
     with transaction.atomic():
@@ -448,24 +474,54 @@ def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
     return released
 
 
+# Evictions whose workload goes back to the queue at once (Requeued=True).
+_IMMEDIATE_REQUEUE = ("Preempted", "NodeFailures")
+# Evictions that requeue after a back-off (requeueAt), then ``BackoffFinished``.
+_BACKOFF_REQUEUE = ("PodsReadyTimeout", "AdmissionCheck")
+
+
 def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> bool:
     """Clear the admission of an evicted workload and put it back in its queue.
 
     Preempted workloads are requeued at once (Requeued=True); other evictions set
-    Requeued=False with the eviction reason until their back-off ends (§6.2).
+    Requeued=False with the eviction reason until their back-off ends or the workload is
+    reactivated (§6.2); a back-off already over ends here. The time spent admitted adds to
+    ``accumulatedPastExecutionTimeSeconds``, and the queue-order timestamp becomes the
+    eviction time for PodsReadyTimeout and AdmissionCheck evictions (``requeuingStrategy
+    timestamp: Eviction``).
     """
     evicted = cond.find(row["conditions"], "Evicted") or {}
-    reason = evicted.get("reason", "Preempted")
+    reason = evicted_reason = evicted.get("reason", "Preempted")
+    evicted_at = _parse_time(evicted.get("lastTransitionTime")) or now
+    admitted = cond.find(row["conditions"], "Admitted") or {}
+    extra: dict[str, Any] = {}
+    if admitted.get("status") == "True":
+        since = _parse_time(admitted.get("lastTransitionTime"))
+        if since is not None and reason != "DeactivatedDueToMaximumExecutionTimeExceeded":
+            extra["accumulated_past_execution_time_seconds"] = F(
+                "accumulated_past_execution_time_seconds") + max(int((now - since).total_seconds()), 0)
     conditions = cond.set_condition(row["conditions"], "QuotaReserved", False, "Pending",
                                     evicted.get("message", "Evicted"), now=now)
     conditions = cond.set_condition(conditions, "Admitted", False, "NoReservation",
                                     "The workload has no reservation", now=now)
-    immediate = reason in ("Preempted", "NodeFailures", "AdmissionCheck")
+    immediate = reason in _IMMEDIATE_REQUEUE
+    requeue_at = row.get("requeue_at")
+    if reason in _BACKOFF_REQUEUE:
+        extra["queued_at"] = evicted_at
+        if row.get("active", True) and (requeue_at is None or requeue_at <= now):
+            conditions = cond.set_condition(conditions, "Requeued", False, reason,
+                                            evicted.get("message", ""), now=now)
+            reason, immediate = "BackoffFinished", True
+            evicted = {"message": "The workload backoff was finished"}
+            extra["requeue_at"] = None
+    elif row.get("created_at") is not None:
+        extra["queued_at"] = row["created_at"]
     conditions = cond.set_condition(conditions, "Requeued", immediate, reason,
                                     evicted.get("message", ""), now=now)
     updated = Workload.objects.filter(
         pk=row["id"], resource_version=row["resource_version"]
     ).update(
+        **extra,
         phase=WorkloadPhase.PENDING,
         admission=None,
         cluster_queue=None,
@@ -475,9 +531,25 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
         queue_state=QueueState.ACTIVE if immediate else QueueState.INADMISSIBLE,
         cluster_name="",
         nominated_cluster_names=[],
+        reclaimable_pods=[],
+        preempting=False,
         resource_version=F("resource_version") + 1,
     )
-    return updated == 1
+    if updated != 1:
+        return False
+    requeue = "requeued" if immediate else f"waiting ({reason}) before it is requeued"
+    Event.objects.create(
+        cluster_id=cluster_id, workload_id=row["id"], object_kind="Workload",
+        object_namespace=row.get("namespace", ""), object_name=row.get("name", ""),
+        type=EventType.NORMAL, reason="QuotaReleased",
+        message=f"Quota released after eviction ({evicted_reason}); the workload is {requeue}",
+        created_at=now,
+    )
+    return True
+
+
+def _parse_time(value: Any) -> datetime | None:
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
 
 
 def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now: datetime) -> None:
@@ -661,6 +733,12 @@ def set_admission_check_states(
             cq = (wl.admission or {}).get("clusterQueue", "")
             events.append(_event(cluster_id, row, "Admitted",
                                  f"Admitted by ClusterQueue {cq}", now=now))
+            reserved_at = wl.quota_reserved_at or now
+            metrics.admitted(cq, wl.priority_class_name,
+                             (now - (wl.queued_at or wl.created_at)).total_seconds(),
+                             (now - reserved_at).total_seconds(),
+                             local_queue=(wl.namespace, wl.queue_name) if wl.queue_name else None,
+                             cluster_id=cluster_id)
         wl.save(update_fields=["admission_check_states", "conditions", "phase", "active"])
         Event.objects.bulk_create(events)
         request_admission(cluster_id)

@@ -19,7 +19,7 @@ from django.utils import timezone
 from kueueweb.roles import can_operate_in
 from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
-from scheduling import admission, jobs
+from scheduling import admission, jobs, lifecycle
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.models import Event, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.validation import FieldError, errors_to_dict
@@ -379,6 +379,8 @@ def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:
         )
     admission.request_admission(workload.cluster_id)  # type: ignore[arg-type]
     workload.refresh_from_db()
+    if "active" in changes:
+        lifecycle.set_active(workload, workload.active, now=timezone.now())
     return workload
 
 

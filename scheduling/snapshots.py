@@ -26,7 +26,7 @@ WORKLOAD_FIELDS = (
     "id", "namespace", "name", "uid", "priority", "queue_name", "pod_sets", "admission",
     "created_at", "quota_reserved_at", "queued_at", "conditions", "active", "requeue_at",
     "reclaimable_pods", "labels", "scheduler_state", "resource_version", "queue_state",
-    "preempting", "cluster_queue__name",
+    "preempting", "cluster_queue__name", "priority_class_name",
 )
 
 
@@ -221,11 +221,16 @@ def admitted_workload(row: Mapping[str, Any]) -> core.types.Workload:
     less the pods it has declared reclaimable (Kueue dynamic reclaim)."""
     admission = _admission_from_json(row["admission"])
     reclaimable = {r["name"]: int(r["count"]) for r in row.get("reclaimable_pods") or ()}
+    spec_counts = {ps.get("name", "main"): int(ps.get("count", 1)) for ps in row["pod_sets"]}
     pod_sets = []
     assignments = []
     for ps in admission.pod_sets:
         per_pod = {r: (v // ps.count if ps.count else 0) for r, v in ps.resource_usage.items()}
-        count = max(ps.count - reclaimable.get(ps.name, 0), 0)
+        # Kueue totalRequestsFromAdmission: the pods still needed (spec count less the
+        # reclaimable ones) cap the admitted count.
+        spec_count = spec_counts.get(ps.name, ps.count)
+        needed = spec_count - min(reclaimable.get(ps.name, 0), spec_count)
+        count = min(ps.count, needed)
         pod_sets.append(core.types.PodSet(name=ps.name, count=count, requests=per_pod))
         assignments.append(core.types.PodSetAssignment(
             name=ps.name, flavors=ps.flavors, count=count,
@@ -285,10 +290,11 @@ def _true_condition(conditions: Iterable[Mapping[str, Any]], type_: str) -> Mapp
 
 
 def reserving_rows(cluster_id: int) -> list[dict[str, Any]]:
-    """values() rows of every workload holding quota in the domain (one query)."""
+    """values() rows of every active workload holding quota in the domain (one query)."""
     return list(
         Workload.objects.filter(
             cluster_id=cluster_id,
             phase__in=(WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED),
+            active=True,  # Kueue's cache drops a deactivated workload's usage at once
         ).values(*WORKLOAD_FIELDS)
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from scheduling import admission
+from scheduling import admission, lifecycle
 
 
 @shared_task(name="scheduling.tasks.admission_cycle_task")
@@ -18,3 +18,27 @@ def admission_cycle_task(cluster_id: int) -> None:
 def schedule_admission_all_task() -> None:
     """Periodic: ask for a cycle of every domain, so nothing waits for a missed trigger."""
     admission.request_all_domains()
+
+
+@shared_task(name="scheduling.tasks.lifecycle_task")
+def lifecycle_task(cluster_id: int) -> None:
+    """The time-based workload rules of a domain (timeouts, back-off, deactivation)."""
+    lifecycle.run_and_reschedule(cluster_id, now=timezone.now())
+
+
+@shared_task(name="scheduling.tasks.lifecycle_all_task")
+def lifecycle_all_task() -> None:
+    """Periodic: a lifecycle pass of every domain."""
+    lifecycle.request_all_domains()
+
+
+@shared_task(name="scheduling.tasks.demo_traffic_task")
+def demo_traffic_task() -> None:
+    """Periodic when KUEUEWEB["DEMO_TRAFFIC_INTERVAL_SECONDS"] > 0: a few demo jobs in, old
+    finished ones out (``scheduling.demo.traffic``)."""
+    import random
+
+    # Imported here: only processes that run the demo need the demo's module.
+    from scheduling.demo import traffic
+
+    traffic.submit_demo_jobs(now=timezone.now(), rng=random.Random())

@@ -6,7 +6,9 @@ import os
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.accounts", "tests.fixtures.scheduling"]
+pytest_plugins = [
+    "tests.fixtures.accounts", "tests.fixtures.scheduling", "tests.fixtures.processes",
+]
 
 
 def _is_production_mode() -> bool:

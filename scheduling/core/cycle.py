@@ -118,6 +118,8 @@ class PreemptionTarget:
     message: str
     # Already evicted before this cycle: no new eviction is issued for it.
     already_evicted: bool = False
+    # The queue of the workload that preempts.
+    preempting_cluster_queue: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -553,6 +555,7 @@ class _Cycle:
             reason=target.reason,
             message=preemption_message(e.info.workload, target.reason, e.cq.path, victim_path),
             already_evicted=target.info.workload.is_evicted,
+            preempting_cluster_queue=e.cq.name,
         )
 
     def _fits(

@@ -32,3 +32,30 @@ def test_loop_runs_periodic_and_requested_tasks_and_survives_failures(manager, m
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+def test_delayed_requests_run_when_due_and_not_before() -> None:
+    from celery import current_app
+
+    calls: list[float] = []
+
+    @current_app.task(name="tests.embedded.record")
+    def record() -> None:
+        calls.append(time.monotonic())
+
+    stop = threading.Event()
+    thread = threading.Thread(target=embedded.run_forever, kwargs={"stop": stop, "tick": 0.02})
+    thread.start()
+    try:
+        submitted = time.monotonic()
+        embedded.submit("tests.embedded.record", (), delay=0.5)
+        time.sleep(0.3)
+        assert calls == []
+        deadline = time.monotonic() + 5
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(calls) == 1
+        assert calls[0] - submitted >= 0.5
+    finally:
+        stop.set()
+        thread.join(timeout=10)

@@ -1,0 +1,62 @@
+"""Faults injected into a simulated cluster: a node lost or restored, a pod failing.
+
+Each takes effect in the database at once and asks the cluster's reconciler to run, which
+replaces failed pods as the Job controller would and reports the job's status to Kueue's
+side (PodsReady, recovery timeout, backoff limit).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+
+from kueueweb import reconcile
+from multicluster.choices import PodPhase
+from multicluster.models import Node, Pod
+
+SYNC_TASK = "multicluster.tasks.sync_cluster_task"
+
+
+def request_sync(cluster_id: int) -> None:
+    """Ask for a pass of the simulated cluster's reconciler after commit."""
+    reconcile.request(SYNC_TASK, cluster_id)
+
+
+def lose_node(node: Node, *, now: datetime) -> int:
+    """The node stops answering: it is NotReady and every pod bound to it fails
+    (reason ``NodeLost``). Returns how many pods failed."""
+    with transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(ready=False)
+        failed = Pod.objects.filter(
+            cluster_id=node.cluster_id, node_name=node.name,
+            phase__in=(PodPhase.PENDING, PodPhase.RUNNING),
+        ).update(phase=PodPhase.FAILED, ready=False, reason="NodeLost",
+                 message=f"Node {node.name} which was running the pod is unresponsive",
+                 finished_at=now)
+        request_sync(node.cluster_id)
+    node.ready = False
+    return failed
+
+
+def restore_node(node: Node) -> None:
+    """The node is back and Ready; pods waiting for room may be placed on it."""
+    with transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(ready=True)
+        request_sync(node.cluster_id)
+    node.ready = True
+
+
+def fail_pod(pod: Pod, *, now: datetime) -> bool:
+    """The pod's container exits with an error now (reason ``Error``); a pod not yet running
+    is marked to fail when it starts. Returns False for a pod that already terminated."""
+    with transaction.atomic():
+        if pod.phase == PodPhase.RUNNING:
+            changed = Pod.objects.filter(pk=pod.pk, phase=PodPhase.RUNNING).update(
+                phase=PodPhase.FAILED, ready=False, reason="Error",
+                message="The container exited with a non-zero code", finished_at=now)
+        else:
+            changed = Pod.objects.filter(pk=pod.pk, phase=PodPhase.PENDING).update(fail=True)
+        if changed:
+            request_sync(pod.cluster_id)
+    return bool(changed)

@@ -1,0 +1,519 @@
+"""The simulated cluster's reconciler: it runs the admitted jobs of a domain on its nodes.
+
+One pass (``sync_cluster``) plays the parts of a Kubernetes cluster and of Kueue's job
+reconciler, in order:
+
+1. **stop** jobs whose workload is no longer admitted (evicted, deactivated, deleted):
+   suspend the job, delete its running pods, then give the quota back (the second phase of
+   an eviction: Kueue releases quota only once the pods are gone);
+2. **start** jobs whose workload is admitted: unsuspend, create one pod group per pod set
+   (the v1.35 Workload API gang, ``minCount`` = the pod set's minCount or all admitted
+   pods) and its pods, with the assigned flavors' node labels as node selector and their
+   tolerations;
+3. **advance** pods in time: a bound pod is ready after the start delay, finishes after its
+   run time (``kueueweb.io/run-seconds`` or a ``sleep`` in its command), or fails if a fault
+   was injected;
+4. **report** each job's status (active, ready, succeeded, failed, Complete / Failed after
+   ``backoffLimit`` failures), create replacement pods as the Job controller does, and feed
+   the status to the workload lifecycle (PodsReady, dynamic reclaim, Finished);
+5. **schedule** waiting pods: a gang binds only when ``minCount`` of its pods fit at once,
+   otherwise it waits and its attempt is rejected after the gang scheduling timeout
+   (5 minutes) and retried; replacement pods are placed one by one.
+
+The pass runs in one transaction holding the cluster's row lock, so two workers never run
+one cluster at once; it returns when it next needs to run (a pod becoming ready, a gang
+timing out).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from kueueweb import reconcile
+from multicluster.choices import ConnectionType, PodPhase
+from multicluster.core import placement
+from multicluster.core.pods import run_seconds
+from multicluster.models import Cluster, Node, Pod, PodGroup
+from scheduling import conditions as cond
+from scheduling import jobs, lifecycle
+from scheduling.choices import EventType, WorkloadPhase
+from scheduling.core.quantities import quantity_to_int
+from scheduling.models import Event, Job, ResourceFlavor, Workload
+
+logger = logging.getLogger(__name__)
+
+SYNC_TASK = "multicluster.tasks.sync_cluster_task"
+DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 Job spec.backoffLimit default
+_ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING)
+
+
+@dataclass(frozen=True)
+class SimulationSettings:
+    """How a simulated cluster behaves (``Cluster.simulation``)."""
+
+    start_delay_seconds: float = 5.0
+    default_run_seconds: float = 60.0
+    # Pods start and run ``speed`` times faster than their nominal times.
+    speed: float = 1.0
+    gang_timeout_seconds: float = 300.0
+
+    @classmethod
+    def of(cls, cluster: Cluster) -> SimulationSettings:
+        config: dict[str, Any] = settings.KUEUEWEB
+        data = cluster.simulation or {}
+
+        def number(key: str, default: float) -> float:
+            try:
+                value = float(data.get(key, default))
+            except (TypeError, ValueError):
+                return default
+            return value if value >= 0 else default
+
+        speed = number("speed", 1.0)
+        return cls(
+            start_delay_seconds=number("startDelaySeconds",
+                                       float(config["SIMULATION_START_DELAY_SECONDS"])),
+            default_run_seconds=number("defaultRunSeconds",
+                                       float(config["SIMULATION_DEFAULT_RUN_SECONDS"])),
+            speed=speed if speed > 0 else 1.0,
+            gang_timeout_seconds=float(config["GANG_SCHEDULING_TIMEOUT_SECONDS"]),
+        )
+
+    def scaled(self, seconds: float) -> timedelta:
+        return timedelta(seconds=seconds / self.speed)
+
+
+@dataclass
+class SyncOutcome:
+    started: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    bound: int = 0
+    finished: list[str] = field(default_factory=list)
+    next_wakeup: datetime | None = None
+
+    def due(self, moment: datetime | None) -> None:
+        if moment is not None and (self.next_wakeup is None or moment < self.next_wakeup):
+            self.next_wakeup = moment
+
+
+def request_sync(cluster_id: int, delay_seconds: float = 0.0) -> None:
+    reconcile.request_later(SYNC_TASK, delay_seconds, cluster_id)
+
+
+def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
+    """One pass of the simulated cluster ``cluster_id`` (a no-op for other connections)."""
+    outcome = SyncOutcome()
+    with transaction.atomic():
+        cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
+        if cluster is None or cluster.connection_type != ConnectionType.SIMULATED:
+            return outcome
+        sim = SimulationSettings.of(cluster)
+        events: list[Event] = []
+        _stop_jobs(cluster, now=now, events=events, outcome=outcome)
+        _start_jobs(cluster, sim, now=now, events=events, outcome=outcome)
+        _advance_pods(cluster, now=now)
+        _report(cluster, now=now, events=events, outcome=outcome)
+        _schedule(cluster, sim, now=now, events=events, outcome=outcome)
+        Event.objects.bulk_create(events)
+    return outcome
+
+
+# =========================================================================================
+# Jobs
+# =========================================================================================
+
+
+def _job_finished(job: Job) -> bool:
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in (job.status or {}).get("conditions", ()))
+
+
+def _current_workload(job: Job) -> Workload | None:
+    """The job's workload that is not finished (a job has one, or its slices' newest)."""
+    candidates = [wl for wl in job.workloads.all() if wl.phase != WorkloadPhase.FINISHED]
+    return max(candidates, key=lambda wl: wl.pk) if candidates else None
+
+
+def _should_run(wl: Workload | None) -> bool:
+    return (wl is not None and wl.phase == WorkloadPhase.ADMITTED and wl.active
+            and not wl.cluster_name and not cond.is_true(wl.conditions, "Evicted"))
+
+
+def _set_suspend(job: Job, suspend: bool, status: dict[str, Any]) -> None:
+    manifest = dict(job.manifest)
+    manifest["spec"] = {**manifest.get("spec", {}), "suspend": suspend}
+    job.manifest = manifest
+    job.suspend = suspend
+    job.status = status
+    job.save(update_fields=["manifest", "suspend", "status", "resource_version", "updated_at"])
+
+
+def _stop_jobs(cluster: Cluster, *, now: datetime, events: list[Event],
+               outcome: SyncOutcome) -> None:
+    """Suspend running jobs whose workload is not admitted any more; once their pods are
+    gone, the workload's quota is released."""
+    running = Job.objects.filter(cluster=cluster, suspend=False).prefetch_related("workloads")
+    for job in running:
+        if _job_finished(job):
+            continue
+        wl = _current_workload(job)
+        if _should_run(wl):
+            continue
+        Pod.objects.filter(job=job, phase__in=_ACTIVE_PHASES).delete()
+        PodGroup.objects.filter(job=job).delete()
+        status = {k: v for k, v in (job.status or {}).items() if k not in ("startTime",)}
+        status.update(active=0, ready=0)
+        status["conditions"] = cond.set_condition(
+            status.get("conditions", []), "Suspended", True, "JobSuspended", "Job suspended",
+            now=now)
+        _set_suspend(job, True, status)
+        outcome.stopped.append(f"{job.namespace}/{job.name}")
+        if wl is None:
+            continue
+        evicted = cond.find(wl.conditions, "Evicted") or {}
+        events.append(lifecycle.workload_event(
+            wl, "Stopped", str(evicted.get("message") or "The workload is not admitted"),
+            now=now, kind="Job"))
+        if wl.phase in (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED) and evicted:
+            lifecycle.release_stopped(wl, now=now)
+
+
+def _flavor_placement(cluster: Cluster, admission: Mapping[str, Any]) -> dict[str, Any]:
+    """Node labels and tolerations of the flavors assigned to each pod set."""
+    names = {f for ps in admission.get("podSetAssignments", ())
+             for f in (ps.get("flavors") or {}).values()}
+    flavors = {f.name: f for f in ResourceFlavor.objects.filter(cluster=cluster, name__in=names)}
+    result: dict[str, Any] = {}
+    for ps in admission.get("podSetAssignments", ()):
+        labels: dict[str, str] = {}
+        tolerations: list[dict[str, Any]] = []
+        for name in sorted(set((ps.get("flavors") or {}).values())):
+            flavor = flavors.get(name)
+            if flavor is not None:
+                labels.update(flavor.node_labels or {})
+                tolerations.extend(flavor.tolerations or [])
+        result[ps.get("name", "main")] = (labels, tolerations)
+    return result
+
+
+def _start_jobs(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
+                events: list[Event], outcome: SyncOutcome) -> None:
+    """Unsuspend the jobs of admitted workloads and create their pod groups and pods."""
+    admitted = Workload.objects.filter(
+        cluster=cluster, phase=WorkloadPhase.ADMITTED, active=True, cluster_name="",
+        job__isnull=False, job__suspend=True,
+    ).select_related("job")
+    for wl in admitted:
+        job = wl.job
+        assert job is not None
+        if cond.is_true(wl.conditions, "Evicted") or _job_finished(job):
+            continue
+        admission = wl.admission or {}
+        succeeded = int((job.status or {}).get("succeeded", 0))
+        spec = job.manifest.get("spec", {})
+        completions = spec.get("completions")
+        flavors = _flavor_placement(cluster, admission)
+        pod_sets = {ps.get("name", "main"): ps for ps in wl.pod_sets}
+        for assignment in admission.get("podSetAssignments", ()):
+            name = assignment.get("name", "main")
+            admitted_count = int(assignment.get("count", 0))
+            pod_set = pod_sets.get(name, {})
+            remaining = admitted_count if completions is None else max(
+                min(admitted_count, int(completions) - succeeded), 0)
+            if remaining <= 0:
+                continue
+            min_count = pod_set.get("minCount") or admitted_count
+            group = PodGroup.objects.create(
+                cluster=cluster, workload=wl, job=job, pod_set=name,
+                min_count=min(int(min_count), remaining), created_at=now, waiting_since=now,
+            )
+            labels, tolerations = flavors.get(name, ({}, []))
+            _create_pods(cluster, job, wl, pod_set, remaining, group=group, labels=labels,
+                         tolerations=tolerations, now=now)
+        status = {k: v for k, v in (job.status or {}).items() if k != "completionTime"}
+        status["startTime"] = cond.timestamp(now)
+        status["conditions"] = cond.set_condition(
+            status.get("conditions", []), "Suspended", False, "JobResumed", "Job resumed",
+            now=now)
+        _set_suspend(job, False, status)
+        cq = admission.get("clusterQueue", "")
+        events.append(lifecycle.workload_event(
+            wl, "Started", f"Admitted by clusterQueue {cq}", now=now, kind="Job"))
+        outcome.started.append(f"{job.namespace}/{job.name}")
+
+
+def _create_pods(cluster: Cluster, job: Job, wl: Workload, pod_set: Mapping[str, Any],
+                 count: int, *, group: PodGroup | None, labels: Mapping[str, str],
+                 tolerations: Sequence[Mapping[str, Any]], now: datetime) -> None:
+    template = pod_set.get("template") or {}
+    pod_spec = template.get("spec") or {}
+    selector = {**(pod_spec.get("nodeSelector") or {}), **labels}
+    all_tolerations = list(pod_spec.get("tolerations") or []) + list(tolerations)
+    requests = jobs.pod_set_requests(pod_set)
+    taken = set(Pod.objects.filter(cluster=cluster, namespace=job.namespace,
+                                   name__startswith=f"{job.name}-").values_list("name", flat=True))
+    pods = []
+    for _ in range(count):
+        name = jobs.generate_name(f"{job.name}-")
+        while name in taken:
+            name = jobs.generate_name(f"{job.name}-")
+        taken.add(name)
+        pods.append(Pod(
+            cluster=cluster, namespace=job.namespace, name=name, job=job, workload=wl,
+            group=group, pod_set=pod_set.get("name", "main"), requests=requests,
+            node_selector=selector, tolerations=all_tolerations, created_at=now,
+        ))
+    Pod.objects.bulk_create(pods)
+
+
+# =========================================================================================
+# Pods
+# =========================================================================================
+
+
+def _advance_pods(cluster: Cluster, *, now: datetime) -> None:
+    """Bound pods become ready at their start time and finish at their end time."""
+    starting = Pod.objects.filter(cluster=cluster, phase=PodPhase.PENDING, ready_at__lte=now
+                                  ).exclude(node_name="")
+    starting.filter(fail=True).update(
+        phase=PodPhase.FAILED, reason="Error", finished_at=now,
+        message="The container exited with a non-zero code")
+    starting.filter(fail=False).update(phase=PodPhase.RUNNING, ready=True, reason="")
+    Pod.objects.filter(cluster=cluster, phase=PodPhase.RUNNING, finish_at__lte=now).update(
+        phase=PodPhase.SUCCEEDED, ready=False, reason="Completed", finished_at=now)
+
+
+def _node_infos(cluster: Cluster) -> list[placement.NodeInfo]:
+    infos = []
+    for node in Node.objects.filter(cluster=cluster).order_by("name"):
+        allocatable: dict[str, int] = {}
+        for resource, quantity in (node.capacity or {}).items():
+            try:
+                allocatable[resource] = quantity_to_int(resource, quantity)
+            except ValueError:
+                logger.warning("node %s: bad capacity %s=%r", node.name, resource, quantity)
+        taints = tuple(
+            placement.Taint(str(t.get("key", "")), str(t.get("value", "")),
+                            str(t.get("effect", "NoSchedule")))
+            for t in node.taints or () if isinstance(t, Mapping)
+        )
+        infos.append(placement.NodeInfo(
+            name=node.name, allocatable=allocatable, labels=dict(node.labels or {}),
+            taints=taints, ready=node.ready, unschedulable=node.unschedulable,
+        ))
+    return infos
+
+
+def _pod_info(pod: Pod) -> placement.PodInfo:
+    requests = {r: quantity_to_int(r, q) for r, q in (pod.requests or {}).items()}
+    tolerations = tuple(
+        placement.Toleration(
+            key=str(t.get("key", "")), operator=str(t.get("operator", "Equal")),
+            value=str(t.get("value", "")), effect=str(t.get("effect", "")),
+        )
+        for t in pod.tolerations or () if isinstance(t, Mapping)
+    )
+    return placement.PodInfo(name=pod.name, requests=requests,
+                             node_selector=dict(pod.node_selector or {}), tolerations=tolerations)
+
+
+def _used(cluster: Cluster) -> dict[str, dict[str, int]]:
+    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    bound = Pod.objects.filter(cluster=cluster, phase__in=_ACTIVE_PHASES).exclude(
+        node_name="").values_list("node_name", "requests")
+    for node_name, requests in bound:
+        for resource, quantity in (requests or {}).items():
+            used[node_name][resource] += quantity_to_int(resource, quantity)
+        used[node_name][placement.PODS] += 1
+    return used
+
+
+def _bind(pods: Iterable[Pod], bindings: Mapping[str, str], sim: SimulationSettings, *,
+          now: datetime, free: dict[str, dict[str, int]]) -> int:
+    bound = 0
+    for pod in pods:
+        node_name = bindings.get(pod.name)
+        if node_name is None:
+            continue
+        job = pod.job
+        template = _template_of(pod)
+        run = run_seconds(template, (job.manifest.get("metadata") or {}).get("annotations")
+                          if job else None, default=sim.default_run_seconds)
+        pod.node_name = node_name
+        pod.scheduled_at = now
+        pod.ready_at = now + sim.scaled(sim.start_delay_seconds)
+        pod.finish_at = pod.ready_at + sim.scaled(run)
+        pod.save(update_fields=["node_name", "scheduled_at", "ready_at", "finish_at"])
+        room = free[node_name]
+        for resource, quantity in (pod.requests or {}).items():
+            room[resource] = room.get(resource, 0) - quantity_to_int(resource, quantity)
+        if placement.PODS in room:
+            room[placement.PODS] -= 1
+        bound += 1
+    return bound
+
+
+def _template_of(pod: Pod) -> Mapping[str, Any]:
+    wl = pod.workload
+    for ps in (wl.pod_sets if wl is not None else ()) or ():
+        if ps.get("name", "main") == pod.pod_set:
+            return ps.get("template") or {}
+    return {}
+
+
+def _schedule(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
+              events: list[Event], outcome: SyncOutcome) -> None:
+    """Place waiting pods: unbound gangs first (oldest first), then single pods."""
+    waiting = list(Pod.objects.filter(cluster=cluster, phase=PodPhase.PENDING, node_name="")
+                   .select_related("group", "job", "workload").order_by("created_at", "id"))
+    if not waiting:
+        return
+    nodes = _node_infos(cluster)
+    free = placement.free_resources(nodes, _used(cluster))
+    groups: dict[int, list[Pod]] = defaultdict(list)
+    singles: list[Pod] = []
+    for pod in waiting:
+        if pod.group is not None and pod.group.bound_at is None:
+            groups[pod.group.pk].append(pod)
+        else:
+            singles.append(pod)
+    for pods in groups.values():
+        group = pods[0].group
+        assert group is not None
+        result = placement.place_group(nodes, [_pod_info(p) for p in pods],
+                                       min_count=min(group.min_count, len(pods)), free=free)
+        if result.bound:
+            outcome.bound += _bind(pods, result.bindings, sim, now=now, free=free)
+            PodGroup.objects.filter(pk=group.pk).update(bound_at=now, waiting_since=None,
+                                                        message="")
+            continue
+        message = (f"pod group {group.pod_set}: {result.fitted} of {group.min_count} pods fit "
+                   f"at once (minCount {group.min_count}); {result.message(len(nodes))}")
+        since = group.waiting_since or now
+        timeout = timedelta(seconds=sim.gang_timeout_seconds)
+        changes: dict[str, Any] = {"message": message, "waiting_since": since}
+        if now - since >= timeout:
+            changes.update(waiting_since=now, timeouts=group.timeouts + 1)
+            events.append(lifecycle.workload_event(
+                group.workload, "FailedScheduling",
+                f"Gang scheduling timed out after {int(timeout.total_seconds())}s: {message}; "
+                "the pods go back to the scheduling queue", now=now, type_=EventType.WARNING))
+            since = now
+        PodGroup.objects.filter(pk=group.pk).update(**changes)
+        outcome.due(since + timeout)
+    for pod in singles:
+        result = placement.place_group(nodes, [_pod_info(pod)], min_count=1, free=free)
+        if result.bound:
+            outcome.bound += _bind([pod], result.bindings, sim, now=now, free=free)
+
+
+# =========================================================================================
+# Job status
+# =========================================================================================
+
+
+def _report(cluster: Cluster, *, now: datetime, events: list[Event],
+            outcome: SyncOutcome) -> None:
+    """Compute each running job's status, replace finished or failed pods, finish the job,
+    and tell the workload lifecycle."""
+    running = list(Job.objects.filter(cluster=cluster, suspend=False)
+                   .prefetch_related("workloads"))
+    if not running:
+        return
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for job_id, phase, ready in Pod.objects.filter(job__in=running).values_list(
+            "job_id", "phase", "ready"):
+        counts[job_id][phase] += 1
+        counts[job_id]["ready"] += int(ready)
+    for pending in Pod.objects.filter(cluster=cluster, phase__in=_ACTIVE_PHASES).filter(
+            Q(ready_at__gt=now) | Q(finish_at__gt=now)).values_list("ready_at", "finish_at"):
+        ready_at, finish_at = pending
+        outcome.due(ready_at if ready_at and ready_at > now else finish_at)
+    for job in running:
+        if _job_finished(job):
+            continue
+        wl = _current_workload(job)
+        if not _should_run(wl):
+            continue
+        assert wl is not None
+        c = counts[job.pk]
+        spec = job.manifest.get("spec", {})
+        admitted = sum(int(ps.get("count", 0))
+                       for ps in (wl.admission or {}).get("podSetAssignments", ()))
+        completions = spec.get("completions")
+        target = admitted if completions is None else int(completions)
+        backoff_limit = spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)
+        active = c[PodPhase.PENDING] + c[PodPhase.RUNNING]
+        succeeded, failed = c[PodPhase.SUCCEEDED], c[PodPhase.FAILED]
+        status = dict(job.status or {})
+        finished: tuple[str, str] | None = None
+        if failed > int(backoff_limit):
+            Pod.objects.filter(job=job, phase__in=_ACTIVE_PHASES).delete()
+            active = 0
+            message = "Job has reached the specified backoff limit"
+            status["conditions"] = cond.set_condition(
+                status.get("conditions", []), "Failed", True, "BackoffLimitExceeded", message,
+                now=now)
+            finished = ("Failed", message)
+        elif succeeded >= target:
+            status["completionTime"] = cond.timestamp(now)
+            status["conditions"] = cond.set_condition(
+                status.get("conditions", []), "Complete", True, "", "", now=now)
+            finished = ("Succeeded", "Job finished successfully")
+        else:
+            missing = min(admitted, target - succeeded) - active
+            if missing > 0:
+                labels, tolerations = _flavor_placement(cluster, wl.admission or {}).get(
+                    "main", ({}, []))
+                pod_set = wl.pod_sets[0] if wl.pod_sets else {"name": "main"}
+                _create_pods(cluster, job, wl, pod_set, missing, group=None, labels=labels,
+                             tolerations=tolerations, now=now)
+                active += missing
+        status.update(active=active, ready=c["ready"] if not finished else 0,
+                      succeeded=succeeded, failed=failed)
+        if status != job.status:
+            job.status = status
+            job.save(update_fields=["status", "resource_version", "updated_at"])
+        report = lifecycle.JobReport(
+            parallelism=admitted, completions=None if completions is None else int(completions),
+            active=active, ready=c["ready"], succeeded=succeeded, failed=failed,
+            finished=finished,
+        )
+        if not lifecycle.sync_job_status(wl, report, now=now, events=events):
+            outcome.due(now)
+        elif finished:
+            outcome.finished.append(f"{job.namespace}/{job.name}")
+
+
+def _sync_period() -> float:
+    config: dict[str, Any] = settings.KUEUEWEB
+    return float(config["CLUSTER_SYNC_INTERVAL_SECONDS"])
+
+
+def sync_and_reschedule(cluster_id: int, *, now: datetime) -> SyncOutcome:
+    """``sync_cluster``, then a wake-up at its next deadline when that comes before the
+    periodic pass would (so pods start and finish on time without piling up timers)."""
+    outcome = sync_cluster(cluster_id, now=now)
+    if outcome.next_wakeup is not None:
+        delay = (outcome.next_wakeup - now).total_seconds()
+        if delay < _sync_period():
+            with transaction.atomic():
+                request_sync(cluster_id, delay)
+    return outcome
+
+
+def request_all() -> None:
+    """Ask for a pass of every simulated cluster."""
+    with transaction.atomic():
+        for cluster_id in Cluster.objects.filter(
+                connection_type=ConnectionType.SIMULATED).values_list("pk", flat=True):
+            request_sync(cluster_id)

@@ -1,0 +1,124 @@
+"""The simulated cluster's reconciler: placement by flavor, two-phase eviction, stop
+policies and wake-ups."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import pytest
+from django.utils import timezone
+
+from multicluster.models import Cluster, Node, Pod
+from multicluster.simulated import runner
+from scheduling import admission, services
+from scheduling import conditions as cond
+from scheduling.choices import StopPolicy, WorkloadPhase
+from scheduling.models import ClusterQueue, ResourceFlavor, Workload, WorkloadPriorityClass
+from tests.fixtures.scheduling import Reconcilers, job_manifest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_pods_follow_the_flavor_node_labels_and_tolerations(
+    make_queue: Callable[..., ClusterQueue], reconcilers: Reconcilers, manager: Cluster,
+    t0: datetime,
+) -> None:
+    Node.objects.filter(cluster=manager).delete()
+    Node.objects.create(cluster=manager, name="plain", capacity={"cpu": "64"})
+    Node.objects.create(cluster=manager, name="spot-1", capacity={"cpu": "8"},
+                        labels={"instance-type": "spot"},
+                        taints=[{"key": "spot", "value": "true", "effect": "NoSchedule"}])
+    make_queue("cq", {"cpu": "10"}, flavor="spot")
+    ResourceFlavor.objects.filter(cluster=manager, name="spot").update(
+        node_labels={"instance-type": "spot"},
+        tolerations=[{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}])
+    job = services.submit_job(job_manifest("j", "lq-cq", parallelism=2), namespace="ns")
+    reconcilers.step(t0)
+    pods = list(Pod.objects.filter(job=job))
+    assert [p.node_name for p in pods] == ["spot-1", "spot-1"]
+    assert pods[0].node_selector == {"instance-type": "spot"}
+    assert pods[0].tolerations == [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_preempted_workload_keeps_quota_until_its_pods_are_gone(
+    make_queue: Callable[..., ClusterQueue], reconcilers: Reconcilers, manager: Cluster,
+    t0: datetime,
+) -> None:
+    make_queue("cq", {"cpu": "2"}, within_cluster_queue="LowerPriority")
+    WorkloadPriorityClass.objects.create(cluster=manager, name="high", value=100)
+    low = services.submit_job(job_manifest("low", "lq-cq", cpu="2", run_seconds=1000),
+                              namespace="ns")
+    reconcilers.step(t0)
+    high = services.submit_job(
+        job_manifest("high", "lq-cq", cpu="2",
+                     labels={"kueue.x-k8s.io/priority-class": "high"}), namespace="ns")
+
+    # The cycle marks the victim; it still holds its quota while its pods run.
+    admission.run_admission_cycle(manager.pk, now=t0 + timedelta(seconds=5))
+    victim = Workload.objects.get(job=low)
+    assert cond.is_true(victim.conditions, "Evicted")
+    assert victim.phase == WorkloadPhase.ADMITTED
+    assert Pod.objects.filter(job=low).count() == 1
+    admission.run_admission_cycle(manager.pk, now=t0 + timedelta(seconds=5))
+    assert Workload.objects.get(job=high).phase == WorkloadPhase.PENDING
+
+    # The cluster stops the job; then the quota is released and the preemptor admitted.
+    outcome = runner.sync_cluster(manager.pk, now=t0 + timedelta(seconds=6))
+    assert outcome.stopped == ["ns/low"]
+    victim.refresh_from_db()
+    assert victim.phase == WorkloadPhase.PENDING
+    requeued = cond.find(victim.conditions, "Requeued")
+    assert requeued is not None
+    assert (requeued["status"], requeued["reason"]) == (
+        "True", "Preempted")
+    reconcilers.step(t0 + timedelta(seconds=6))
+    assert Workload.objects.get(job=high).phase == WorkloadPhase.ADMITTED
+    assert Pod.objects.filter(job=high).count() == 1
+    assert not Pod.objects.filter(job=low).exists()
+
+
+def test_hold_and_drain_evicts_and_restart_requeues(
+    make_queue: Callable[..., ClusterQueue], reconcilers: Reconcilers, t0: datetime,
+) -> None:
+    cq = make_queue("cq", {"cpu": "2"})
+    job = services.submit_job(job_manifest("j", "lq-cq", run_seconds=1000), namespace="ns")
+    reconcilers.step(t0)
+    ClusterQueue.objects.filter(pk=cq.pk).update(stop_policy=StopPolicy.HOLD_AND_DRAIN)
+    reconcilers.step(t0 + timedelta(seconds=5))
+    wl = Workload.objects.get(job=job)
+    assert wl.phase == WorkloadPhase.PENDING
+    evicted = cond.find(wl.conditions, "Evicted")
+    assert evicted is not None
+    assert evicted["reason"] == "ClusterQueueStopped"
+    assert not Pod.objects.filter(job=job).exists()
+
+    ClusterQueue.objects.filter(pk=cq.pk).update(stop_policy=StopPolicy.NONE)
+    reconcilers.step(t0 + timedelta(seconds=10))
+    wl.refresh_from_db()
+    requeued = cond.find(wl.conditions, "Requeued")
+    assert requeued is not None
+    assert requeued["reason"] == "ClusterQueueRestarted"
+    assert wl.phase == WorkloadPhase.ADMITTED
+
+
+def test_next_wakeup_is_the_next_pod_start_or_end(
+    make_queue: Callable[..., ClusterQueue], reconcilers: Reconcilers, manager: Cluster,
+    t0: datetime,
+) -> None:
+    make_queue("cq", {"cpu": "2"})
+    services.submit_job(job_manifest("j", "lq-cq", run_seconds=30), namespace="ns")
+    admission.run_admission_cycle(manager.pk, now=t0)
+    first = runner.sync_cluster(manager.pk, now=t0)
+    assert first.started == ["ns/j"]
+    assert first.bound == 1
+    second = runner.sync_cluster(manager.pk, now=t0)
+    assert second.next_wakeup == t0 + timedelta(seconds=2)  # the start delay
+    third = runner.sync_cluster(manager.pk, now=t0 + timedelta(seconds=2))
+    assert third.next_wakeup == t0 + timedelta(seconds=32)
+
+
+def test_other_connections_are_left_alone(manager: Cluster) -> None:
+    manager.connection_type = "kubernetes"
+    manager.save()
+    assert runner.sync_cluster(manager.pk, now=timezone.now()) == runner.SyncOutcome()
