@@ -1,9 +1,14 @@
 """Admin console for clusters (with their nodes and kubeconfig), admission checks and
-MultiKueue configs.
+MultiKueue configs, and the simulated clusters' pods and pod groups.
 
 A kubeconfig is write-only here as in the API: it can be uploaded (file or pasted text) or
 cleared, and is stored encrypted through ``Cluster.set_kubeconfig``; the page only ever says
 whether one is stored.
+
+Faults are injected into a simulated cluster from the node and pod lists (actions "Lose
+node", "Restore node", "Fail pod"), through ``multicluster.simulated.faults``; only the admin
+role may run them. Pods and pod groups are written by the cluster's reconciler and are
+read-only here.
 """
 
 from __future__ import annotations
@@ -12,14 +17,24 @@ from typing import Any
 
 import yaml
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db.models import Model, QuerySet
+from django.db.models import Count, IntegerField, Model, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest
+from django.utils import timezone
 
-from kueueweb.admin import ModelAdmin, ModelForm, RoleAdminMixin, TabularInline
-from multicluster.choices import ClusterRole
-from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node
+from kueueweb.admin import (
+    ModelAdmin,
+    ModelForm,
+    ReadOnlyAdminMixin,
+    RoleAdminMixin,
+    TabularInline,
+    is_kueueweb_admin,
+)
+from multicluster.choices import ClusterRole, ConnectionType, PodPhase
+from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node, Pod, PodGroup
+from multicluster.simulated import faults
 from scheduling.admin import (
     DomainObjectAdmin,
     EventsFollowTheirObjectMixin,
@@ -247,3 +262,181 @@ class MultiKueueConfigAdmin(DomainObjectAdmin):
     @admin.display(description="worker clusters (in order)")
     def cluster_list(self, obj: MultiKueueConfig) -> str:
         return ", ".join(obj.clusters or []) or "-"
+
+
+# --- simulated clusters: nodes, pods, pod groups, fault injection ------------------------------
+
+
+class FaultInjectionMixin:
+    """Fault actions are for the admin role only, whatever Django permissions a user has
+    (the action's ``permissions=["fault_injection"]`` asks this method)."""
+
+    def has_fault_injection_permission(self, request: HttpRequest) -> bool:
+        return is_kueueweb_admin(request)
+
+
+def _bound_pods() -> Coalesce:
+    """How many pods not yet terminated are bound to each node (pods name their node, as in
+    Kubernetes, rather than pointing at a row): one correlated COUNT for the changelist."""
+    counted = (
+        Pod.objects.filter(cluster=OuterRef("cluster"), node_name=OuterRef("name"))
+        .exclude(phase__in=(PodPhase.SUCCEEDED, PodPhase.FAILED))
+        .order_by().values("cluster").annotate(n=Count("pk")).values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+class NodeAdminForm(NodeForm):
+    class Meta(NodeForm.Meta):
+        fields = ["cluster", *NodeForm.Meta.fields]
+
+
+@admin.register(Node)
+class NodeAdmin(FaultInjectionMixin, RoleAdminMixin, ModelAdmin):
+    """Every cluster's nodes in one list (each cluster's page also edits its own), with the
+    node faults of a simulated cluster as actions."""
+
+    form = NodeAdminForm
+    list_display = ["name", "cluster", "ready", "unschedulable", "capacity_summary",
+                    "pod_count"]
+    list_filter = ["cluster", "ready", "unschedulable"]
+    search_fields = ["name"]
+    list_select_related = ["cluster"]
+    actions = ["lose_nodes", "restore_nodes"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset: QuerySet[Any] = super().get_queryset(request).annotate(pods_bound=_bound_pods())
+        return queryset
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None:
+            # Pods name their node by cluster and name: both are its identity.
+            fields.extend(["cluster", "name"])
+        return fields
+
+    def save_model(self, request: HttpRequest, obj: Node, form: ModelForm, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        faults.request_sync(obj.cluster_id)  # new room, or a cordon, for the placement
+
+    @admin.display(description="capacity")
+    def capacity_summary(self, obj: Node) -> str:
+        return ", ".join(f"{resource}={quantity}"
+                         for resource, quantity in sorted((obj.capacity or {}).items())) or "-"
+
+    @admin.display(description="pods", ordering="pods_bound")
+    def pod_count(self, obj: Node) -> int:
+        return int(getattr(obj, "pods_bound", 0))
+
+    @admin.action(description="Lose node (fault injection)", permissions=["fault_injection"])
+    def lose_nodes(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        now = timezone.now()
+        nodes = self._simulated(request, queryset)
+        failed = sum(faults.lose_node(node, now=now) for node in nodes)
+        if nodes:
+            self.message_user(request, f"{len(nodes)} node(s) lost (NotReady); {failed} pod(s) "
+                                       "on them failed with reason NodeLost.", messages.SUCCESS)
+
+    @admin.action(description="Restore node", permissions=["fault_injection"])
+    def restore_nodes(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        nodes = self._simulated(request, queryset)
+        for node in nodes:
+            faults.restore_node(node)
+        if nodes:
+            self.message_user(request, f"{len(nodes)} node(s) restored (Ready).",
+                              messages.SUCCESS)
+
+    def _simulated(self, request: HttpRequest, queryset: QuerySet[Any]) -> list[Node]:
+        """The selected nodes of simulated clusters; a real cluster's nodes are observed,
+        and a fault written on them would only be overwritten by its next sync."""
+        nodes = list(queryset.select_related("cluster").order_by("cluster", "name"))
+        real = [node for node in nodes if node.cluster.connection_type != ConnectionType.SIMULATED]
+        if real:
+            names = ", ".join(f"{node.cluster.name}/{node.name}" for node in real)
+            self.message_user(request, f"Skipped {names}: faults are injected into simulated "
+                                       "clusters only.", messages.WARNING)
+        return [node for node in nodes if node not in real]
+
+
+class SimulatedObjectAdmin(ReadOnlyAdminMixin, RoleAdminMixin, ModelAdmin):
+    """Written by the simulated cluster's reconciler: listed and shown, never edited."""
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+
+@admin.register(Pod)
+class PodAdmin(FaultInjectionMixin, SimulatedObjectAdmin):
+    list_display = ["pod_name", "job", "pod_set", "node_name", "phase", "ready", "reason",
+                    "created_at", "scheduled_at", "ready_at", "finished_at", "cluster"]
+    list_filter = ["cluster", "phase", "ready"]
+    search_fields = ["name", "namespace", "node_name", "job__name"]
+    list_select_related = ["cluster", "job"]
+    fields = readonly_fields = (
+        "cluster", "namespace", "name", "job", "workload", "group", "pod_set", "requests",
+        "node_selector", "tolerations", "node_name", "phase", "ready", "reason", "message",
+        "fail", "created_at", "scheduled_at", "ready_at", "finish_at", "finished_at",
+    )
+    actions = ["fail_pods"]
+
+    @admin.display(description="pod", ordering="name")
+    def pod_name(self, obj: Pod) -> str:
+        return f"{obj.namespace}/{obj.name}"
+
+    @admin.action(description="Fail pod (fault injection)", permissions=["fault_injection"])
+    def fail_pods(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        now = timezone.now()
+        pods = list(queryset.order_by("pk"))
+        failed = sum(faults.fail_pod(pod, now=now) for pod in pods)
+        self.message_user(request, f"{failed} pod(s) failed (a pod not yet running fails when "
+                                   "it starts).", messages.SUCCESS)
+        if failed < len(pods):
+            self.message_user(request, f"{len(pods) - failed} pod(s) had already terminated.",
+                              messages.WARNING)
+
+
+class PodGroupBoundFilter(admin.SimpleListFilter):
+    """A gang is bound once ``min_count`` of its pods fit at once; until then it waits."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("bound", "Bound"), ("waiting", "Waiting")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "bound":
+            return queryset.filter(bound_at__isnull=False)
+        if self.value() == "waiting":
+            return queryset.filter(bound_at__isnull=True)
+        return queryset
+
+
+@admin.register(PodGroup)
+class PodGroupAdmin(SimulatedObjectAdmin):
+    list_display = ["workload_name", "job", "pod_set", "min_count", "pod_count", "state",
+                    "waiting_since", "bound_at", "timeouts", "created_at", "cluster"]
+    list_filter = ["cluster", PodGroupBoundFilter]
+    search_fields = ["workload__name", "workload__namespace", "job__name", "pod_set"]
+    list_select_related = ["cluster", "workload", "job"]
+    fields = readonly_fields = (
+        "cluster", "workload", "job", "pod_set", "min_count", "created_at", "waiting_since",
+        "bound_at", "timeouts", "message",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset: QuerySet[Any] = super().get_queryset(request).annotate(
+            pods_total=count_of(Pod.objects.all(), "group"))
+        return queryset
+
+    @admin.display(description="workload", ordering="workload__name")
+    def workload_name(self, obj: PodGroup) -> str:
+        return f"{obj.workload.namespace}/{obj.workload.name}"
+
+    @admin.display(description="pods", ordering="pods_total")
+    def pod_count(self, obj: PodGroup) -> int:
+        return int(getattr(obj, "pods_total", 0))
+
+    @admin.display(description="state")
+    def state(self, obj: PodGroup) -> str:
+        return "Bound" if obj.bound_at is not None else "Waiting"

@@ -1,6 +1,6 @@
 """Kueue manifests of the multicluster kinds (AdmissionCheck, MultiKueueConfig,
-MultiKueueCluster) and the REST shape of a kueueweb Cluster, on the codec of
-``scheduling.manifests``.
+MultiKueueCluster), the core/v1 Node of a simulated cluster and the REST shape of a kueueweb
+Cluster, on the codec of ``scheduling.manifests``.
 
 A MultiKueueCluster becomes a worker ``Cluster``. Kueue reads the worker's kubeconfig from a
 Secret (or a path) in the manager cluster; kueueweb stores the kubeconfig itself, uploaded
@@ -19,11 +19,12 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
-from multicluster.choices import ClusterRole, ConnectionType, Dispatcher
-from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node
+from multicluster.choices import ClusterRole, ConnectionType, Dispatcher, PodPhase
+from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node, Pod
+from multicluster.simulated.faults import request_sync
 from scheduling.api.base import object_metadata
-from scheduling.core.quantities import QuantityError, parse_quantity
 from scheduling.manifests import (
+    _SERVER_METADATA,
     ANNOTATION_PREFIX,
     Kind,
     Manifest,
@@ -36,7 +37,8 @@ from scheduling.manifests import (
     read_taints,
 )
 from scheduling.models import ClusterQueue, Cohort, FlavorQuota, LocalQueue, Workload
-from scheduling.validators import validate_labels, validate_qualified_name
+from scheduling.validation import FieldError
+from scheduling.validators import validate_labels, validate_qualified_name, validate_quantity
 from scheduling.yamlio import ManifestSyntaxError, load_yaml_documents
 
 CONNECTION_ANNOTATION = f"{ANNOTATION_PREFIX}connection"
@@ -261,6 +263,188 @@ MULTIKUEUE_CONFIG = MultiKueueConfigKind()
 MULTIKUEUE_CLUSTER = MultiKueueClusterKind()
 
 
+# --- Node (core/v1) ---------------------------------------------------------------------------
+
+NODE_API_VERSION = "v1"
+# What a Node of a simulated cluster is made of; everything else a real Node prints is set by
+# the kubelet, the cloud provider or the node controllers, so ``kubectl get node -o yaml``
+# output applies with those fields dropped.
+_NODE_SPEC_FIELDS = ("taints", "unschedulable")
+_NODE_SPEC_IGNORED = frozenset({"podCIDR", "podCIDRs", "providerID", "externalID",
+                                "configSource"})
+
+
+class NodeKind(Kind[Node]):
+    """A core/v1 Node of a simulated cluster: its labels, taints, ``unschedulable`` and
+    resources (``status.allocatable``, else ``status.capacity``).
+
+    Not a Kueue kind: ``read_document`` reads its envelope (``apiVersion: v1``), which
+    ``scheduling.manifests.read_manifest`` does not know. ``spec`` of the manifest holds the
+    node's whole defined state (labels and resources included), so "unchanged" is a plain
+    comparison. Readiness is run-time state (fault injection), not part of the manifest: an
+    update leaves it alone and a new node starts Ready. Only a simulated cluster's nodes are
+    defined here; a kubernetes cluster's are observed from it.
+    """
+
+    kind = "Node"
+    plural = "nodes"
+    model = Node
+
+    # -- read
+    def read_document(self, document: Any, *, index: int | None = None,
+                      default_kind: str | None = None) -> Manifest:
+        """Check one Node document on its own (raises ManifestInvalid), as ``read_manifest``
+        does for the Kueue kinds. ``default_kind``: the kind an endpoint serves, used when
+        the body names none (apiVersion then defaults to v1)."""
+        if not isinstance(document, Mapping):
+            raise ManifestInvalid([FieldError("", "a manifest must be an object, not "
+                                                  f"{type(document).__name__}")], index=index)
+        r = Reader()
+        raw = r.fields(document, "", ("apiVersion", "kind", "metadata", "spec", "status"))
+        api_version = raw.get("apiVersion") or (NODE_API_VERSION if default_kind else None)
+        r.string(api_version, "apiVersion", required=True, choices=(NODE_API_VERSION,))
+        kind = raw.get("kind") or default_kind
+        if kind != self.kind:
+            r.error("kind", f'must be "{default_kind}" at this endpoint' if default_kind
+                    else f'must be "{self.kind}"')
+        metadata = r.fields(raw.get("metadata"), "metadata",
+                            ("name", "namespace", "labels", "annotations"),
+                            ignored=_SERVER_METADATA)
+        name = r.string(metadata.get("name"), "metadata.name", required=True, name="subdomain")
+        annotations = metadata.get("annotations") or {}
+        if not isinstance(annotations, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
+        ):
+            r.error("metadata.annotations", "must be a map of strings to strings")
+        elif any(not key.startswith("kubectl.kubernetes.io/") for key in annotations):
+            r.unsupported("metadata.annotations", "a Node keeps no annotations")
+        spec = self.read_spec(raw, r)
+        if r.errors:
+            raise ManifestInvalid(r.errors, index=index, kind=self.kind, name=name)
+        return Manifest(kind=self.kind, name=name or "", spec=spec, index=index,
+                        warnings=r.warnings)
+
+    def read_spec(self, document: Mapping[str, Any], r: Reader) -> dict[str, Any]:
+        metadata = document.get("metadata")
+        labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+        labels = labels if labels is not None else {}
+        try:
+            validate_labels(labels)
+        except ValidationError as exc:
+            r.error("metadata.labels", exc.messages[0])
+            labels = {}
+        spec = r.fields(document.get("spec"), "spec", _NODE_SPEC_FIELDS,
+                        ignored=_NODE_SPEC_IGNORED)
+        taints = read_taints(spec.get("taints"), "spec.taints", r)
+        unschedulable = spec.get("unschedulable", False)
+        if not isinstance(unschedulable, bool):
+            r.error("spec.unschedulable", "must be a boolean")
+            unschedulable = False
+        # A node's status is observed, so only its resources are read; the rest (conditions,
+        # addresses, nodeInfo, ...) is whatever the cluster printed and is dropped.
+        status = document.get("status")
+        if status is not None and not isinstance(status, Mapping):
+            r.error("status", "must be an object")
+            status = None
+        status = status or {}
+        capacity = _read_resources(status.get("capacity"), "status.capacity", r)
+        allocatable = _read_resources(status.get("allocatable"), "status.allocatable", r)
+        # What the scheduler may place is the allocatable part, as kube-scheduler uses it.
+        resources = allocatable if status.get("allocatable") is not None else capacity
+        return {"labels": dict(labels), "taints": taints, "unschedulable": unschedulable,
+                "resources": resources}
+
+    def check(self, manifest: Manifest, plan: Plan, existing: Node | None, r: Reader) -> None:
+        if plan.domain.connection_type != ConnectionType.SIMULATED:
+            r.error("", f'cluster "{plan.domain.name}" has a {plan.domain.connection_type} '
+                        "connection: its nodes are observed from the cluster, not defined; "
+                        "only the nodes of a simulated cluster can be applied")
+
+    # -- stored side
+    def queryset(self, domain: Cluster) -> models.QuerySet[Node]:
+        # A kubernetes cluster's nodes are not exported: apply would refuse them.
+        return Node.objects.filter(cluster=domain, cluster__connection_type=ConnectionType.SIMULATED)
+
+    def spec_of(self, obj: Node) -> dict[str, Any]:
+        return {
+            "labels": dict(obj.labels or {}),
+            "taints": list(obj.taints or []),
+            "unschedulable": obj.unschedulable,
+            "resources": {resource: quantity_text(quantity)
+                          for resource, quantity in (obj.capacity or {}).items()},
+        }
+
+    def write(self, manifest: Manifest, obj: Node | None, ctx: WriteContext) -> Node:
+        spec = manifest.spec
+        obj = obj or Node(cluster=ctx.domain, name=manifest.name)
+        obj.labels = spec["labels"]
+        obj.taints = spec["taints"]
+        obj.unschedulable = spec["unschedulable"]
+        obj.capacity = spec["resources"]
+        obj.save()
+        # Pods waiting for room may fit now, or a cordoned node takes no more.
+        request_sync(ctx.domain.pk)
+        return obj
+
+    def in_use(self, obj: Node) -> str | None:
+        if obj.cluster.connection_type != ConnectionType.SIMULATED:
+            return (f'Node "{obj.name}" belongs to cluster "{obj.cluster.name}", whose nodes are '
+                    "observed from the cluster, not deleted here")
+        bound = Pod.objects.filter(cluster_id=obj.cluster_id, node_name=obj.name) \
+            .exclude(phase__in=(PodPhase.SUCCEEDED, PodPhase.FAILED)).count()
+        if not bound:
+            return None
+        return (f'Node "{obj.name}" is in use: {bound} pod(s) are bound to it; set '
+                "spec.unschedulable and let them finish, or lose the node (fault injection) "
+                "first")
+
+    # -- print
+    def to_manifest(self, obj: Node, *, export: bool = False,
+                    status: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The Node as core/v1 prints it. ``export``: what ``apply`` reads back, which for a
+        Node includes ``status.capacity``, the simulated node's resources."""
+        metadata: dict[str, Any] = {"name": obj.name}
+        if obj.labels:
+            metadata["labels"] = dict(obj.labels)
+        if not export:
+            metadata["cluster"] = obj.cluster.name  # as object_metadata adds it
+        spec: dict[str, Any] = {}
+        if obj.taints:
+            spec["taints"] = list(obj.taints)
+        if obj.unschedulable:
+            spec["unschedulable"] = True
+        resources = self.spec_of(obj)["resources"]
+        printed: dict[str, Any] = {"capacity": resources}
+        if not export:
+            printed["allocatable"] = dict(resources)
+            printed["conditions"] = [{"type": "Ready", "status": "True" if obj.ready else "False"}]
+        return {"apiVersion": NODE_API_VERSION, "kind": self.kind, "metadata": metadata,
+                "spec": spec, "status": printed}
+
+
+def _read_resources(value: Any, path: str, r: Reader) -> dict[str, str]:
+    """A ResourceList: resource names to non-negative quantities (kept as written)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        r.error(path, 'must be a map of resources to quantities, e.g. {"cpu": "8"}')
+        return {}
+    resources: dict[str, str] = {}
+    for resource, quantity in value.items():
+        rpath = f"{path}[{resource}]"
+        try:
+            validate_qualified_name(resource)
+            validate_quantity(quantity)
+        except ValidationError as exc:
+            r.error(rpath, exc.messages[0])
+            continue
+        resources[resource] = quantity_text(quantity)
+    return resources
+
+
+NODE = NodeKind()
+
+
 # --- the REST shape of a Cluster ---------------------------------------------------------------
 
 CLUSTER_API_VERSION = "kueueweb.io/v1"
@@ -392,27 +576,14 @@ def _read_nodes(value: Any, r: Reader) -> list[dict[str, Any]]:
         if name in seen:
             r.error(join(npath, "name"), f'Duplicate value: "{name}"')
         seen.add(name or "")
-        capacity = node.get("capacity", {})
-        if not isinstance(capacity, Mapping):
-            r.error(join(npath, "capacity"), 'must be a map of resources to quantities, e.g. '
-                                             '{"cpu": "8"}')
-            capacity = {}
-        for resource, quantity in capacity.items():
-            rpath = f"{npath}.capacity[{resource}]"
-            try:
-                validate_qualified_name(resource)
-                parse_quantity(quantity)
-            except ValidationError as exc:
-                r.error(rpath, exc.messages[0])
-            except QuantityError as exc:
-                r.error(rpath, str(exc))
+        capacity = _read_resources(node.get("capacity"), join(npath, "capacity"), r)
         labels = node.get("labels", {})
         try:
             validate_labels(labels)
         except ValidationError as exc:
             r.error(join(npath, "labels"), exc.messages[0])
         taints = read_taints(node.get("taints"), join(npath, "taints"), r)
-        nodes.append({"name": name, "capacity": {k: quantity_text(v) for k, v in capacity.items()},
+        nodes.append({"name": name, "capacity": capacity,
                       "labels": dict(labels) if isinstance(labels, Mapping) else {},
                       "taints": taints})
     return nodes
@@ -485,3 +656,4 @@ def cluster_in_use(cluster: Cluster) -> str | None:
     if not reasons:
         return None
     return f'cluster "{cluster.name}" is in use: ' + "; ".join(reasons)
+

@@ -1,8 +1,9 @@
 """Use cases on Kueue manifests: apply a set of them to a domain in one transaction, export a
 domain as manifests that apply back to the same state, and create, replace or delete one
-object (the REST API).
+object (the REST API). Besides Kueue's kinds, a simulated cluster's core/v1 Nodes apply and
+export the same way (``multicluster.manifests.NodeKind``).
 
-An apply runs in three steps: read every document on its own (``manifests.read_manifest``),
+An apply runs in three steps: read every document on its own (``read_document``),
 check what needs the domain (flavors exist, no cohort cycle, immutable fields) against the
 stored objects overlaid with the documents, then write kind by kind in dependency order —
 whatever the order of the documents. Any error rejects the whole apply: nothing is written.
@@ -23,13 +24,14 @@ from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from multicluster.choices import ClusterRole
-from multicluster.manifests import ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG
+from multicluster.manifests import ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, NODE
 from multicluster.models import Cluster, MultiKueueConfig
 from scheduling import admission
 from scheduling.manifests import (
     API_GROUP,
     CLUSTER_QUEUE,
     COHORT,
+    DEFAULT_NAMESPACE,
     LOCAL_QUEUE,
     RESOURCE_FLAVOR,
     WORKLOAD_PRIORITY_CLASS,
@@ -46,13 +48,17 @@ from scheduling.models import ClusterQueue, Cohort, ResourceFlavor
 from scheduling.validation import FieldError
 
 # Every kind apply accepts, in the order it writes them: what is referenced comes first.
+# Node (core/v1, simulated clusters only) refers to nothing and nothing refers to it, so it
+# goes last: an export lists a domain's Kueue objects first, in the order they always had.
 KINDS: dict[str, Kind[Any]] = {
     kind.kind: kind
     for kind in (
         RESOURCE_FLAVOR, COHORT, CLUSTER_QUEUE, LOCAL_QUEUE, WORKLOAD_PRIORITY_CLASS,
-        ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG,
+        ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, NODE,
     )
 }
+# Kinds of Kubernetes' core group: printed "node/n1", not "node.kueue.x-k8s.io/n1".
+CORE_KINDS = frozenset({NODE.kind})
 
 Action = Literal["created", "updated", "unchanged"]
 
@@ -82,7 +88,8 @@ class AppliedObject:
         """kubectl's line: ``clusterqueue.kueue.x-k8s.io/cluster-queue created``."""
         where = f" (namespace {self.namespace})" if self.namespace else ""
         implicit = " (implicit)" if self.implicit else ""
-        return f"{self.kind.lower()}.{API_GROUP}/{self.name}{where} {self.action}{implicit}"
+        group = "" if self.kind in CORE_KINDS else f".{API_GROUP}"
+        return f"{self.kind.lower()}{group}/{self.name}{where} {self.action}{implicit}"
 
 
 @dataclass
@@ -159,7 +166,7 @@ def apply_manifests(
     invalid: list[ManifestInvalid] = []
     for index, document in enumerate(documents):
         try:
-            manifests.append(read_manifest(document, KINDS, index=index))
+            manifests.append(read_document(document, index=index))
         except ManifestInvalid as exc:
             invalid.append(exc)
     if invalid:
@@ -182,8 +189,8 @@ def apply_object(
     Raises ManifestInvalid (field errors, no document index) and Conflict (creating an
     object that exists).
     """
-    manifest = read_manifest(document, KINDS, default_kind=kind,
-                             default_namespace=namespace or "default")
+    manifest = read_document(document, default_kind=kind,
+                             default_namespace=namespace or DEFAULT_NAMESPACE)
     errors = []
     url_name = getattr(instance, "name", None)
     if url_name is not None and manifest.name != url_name:
@@ -201,6 +208,22 @@ def apply_object(
     except ApplyError as exc:
         raise exc.documents[0] from None
     return written[0], result
+
+
+def read_document(
+    document: Any,
+    *,
+    index: int | None = None,
+    default_kind: str | None = None,
+    default_namespace: str = DEFAULT_NAMESPACE,
+) -> Manifest:
+    """``read_manifest`` with every kind of KINDS: a Node (core/v1, whose apiVersion is not
+    Kueue's) is read by its own codec, the Kueue kinds by ``read_manifest``."""
+    named = document.get("kind") if isinstance(document, Mapping) else None
+    if (default_kind or named) == NODE.kind:
+        return NODE.read_document(document, index=index, default_kind=default_kind)
+    return read_manifest(document, KINDS, index=index, default_kind=default_kind,
+                         default_namespace=default_namespace)
 
 
 def _apply(
@@ -264,7 +287,9 @@ def _requeue_after_change(
     """Kueue requeues a cohort tree's inadmissible workloads when a queue, cohort or flavor
     changes (its ClusterQueue and Cohort reconcilers call QueueInadmissibleWorkloads); the
     same here, then a cycle is requested once the apply commits."""
-    changed = [obj for obj in result.objects if obj.action != "unchanged"]
+    # Nodes are no quota: their writes ask the simulated cluster to place pods instead.
+    changed = [obj for obj in result.objects
+               if obj.action != "unchanged" and obj.kind not in CORE_KINDS]
     if not changed:
         return
     if any(obj.kind in _QUOTA_KINDS for obj in changed):
@@ -344,7 +369,8 @@ def _check(
             if create_only and obj is not None:
                 shown = f"{manifest.namespace}/{manifest.name}" if manifest.namespace \
                     else manifest.name
-                raise Conflict(f'{codec.plural}.{API_GROUP} "{shown}" already exists')
+                resource = codec.plural if name in CORE_KINDS else f"{codec.plural}.{API_GROUP}"
+                raise Conflict(f'{resource} "{shown}" already exists')
             r = Reader()
             codec.check(manifest, plan, obj, r)
             manifest.warnings.extend(r.warnings)

@@ -356,7 +356,8 @@ class ApplyView(DomainMixin, APIView):
         description="Creates or updates every object of a YAML stream (`---` separated) or a "
         "JSON object, list or `List`, in one transaction: ResourceFlavor, Cohort, ClusterQueue, "
         "LocalQueue, WorkloadPriorityClass, AdmissionCheck, MultiKueueConfig and "
-        "MultiKueueCluster, as `kueue.x-k8s.io/v1beta1` or `v1beta2`. Kinds are applied in "
+        "MultiKueueCluster, as `kueue.x-k8s.io/v1beta1` or `v1beta2`, and core `v1` Node for "
+        "a simulated cluster. Kinds are applied in "
         "dependency order whatever the document order. One invalid document rejects the whole "
         "apply; the error names its index, kind, name and field. Admins only.",
         parameters=[CLUSTER_PARAMETER],

@@ -1,17 +1,20 @@
-"""The admin console for clusters: pages render for an admin only, and a kubeconfig goes in
-encrypted and never comes back out."""
+"""The admin console for clusters: pages render for an admin only, a kubeconfig goes in
+encrypted and never comes back out, and faults are injected into a simulated cluster by an
+admin only."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node
+from multicluster.choices import PodPhase
+from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node, Pod, PodGroup
 
 # A distinctive token stands in for the credentials a real kubeconfig holds.
 SECRET_TOKEN = "s3cr3t-token-that-must-never-be-shown"
@@ -207,3 +210,218 @@ def test_multikueue_config_cluster_list_follows_kueue_rules(
     assert response.status_code == 200
     assert want_message in response.content.decode()
     assert not MultiKueueConfig.objects.filter(name="mk").exists()
+
+
+# --- simulated clusters: nodes, pods, pod groups and fault injection ------------------------
+
+NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def make_pod(cluster: Cluster, name: str, node: str, phase: str = PodPhase.RUNNING,
+             **fields: Any) -> Pod:
+    return Pod.objects.create(cluster=cluster, namespace="team-a", name=name, node_name=node,
+                              phase=phase, ready=phase == PodPhase.RUNNING, created_at=NOW,
+                              **fields)
+
+
+@pytest.fixture
+def pods(manager: Cluster, make_queue: Any, make_workload: Any) -> dict[str, Any]:
+    """A gang of two pods on node-1 (running, and bound but not started), one running on
+    node-2 and one that finished on node-1, all in the manager's simulated cluster."""
+    make_queue("cq", {"cpu": "9"}, namespace="team-a")
+    workload = make_workload("wl", "lq-cq", {"cpu": "1"}, count=2, namespace="team-a")
+    group = PodGroup.objects.create(cluster=manager, workload=workload, pod_set="main",
+                                    min_count=2, created_at=NOW, bound_at=NOW)
+    return {
+        "running": make_pod(manager, "wl-0", "node-1", workload=workload, group=group),
+        "starting": make_pod(manager, "wl-1", "node-1", PodPhase.PENDING, workload=workload,
+                             group=group),
+        "elsewhere": make_pod(manager, "other-0", "node-2"),
+        "done": make_pod(manager, "old-0", "node-1", PodPhase.SUCCEEDED),
+        "group": group,
+    }
+
+
+def _run_action(browser: Client, model: str, action: str, pks: list[int]) -> Any:
+    return browser.post(reverse(f"admin:multicluster_{model}_changelist"),
+                        {"action": action, "_selected_action": pks, "index": 0})
+
+
+def _phases(pods: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {key: tuple(Pod.objects.filter(pk=pod.pk).values_list("phase", "reason").get())
+            for key, pod in pods.items() if isinstance(pod, Pod)}
+
+
+@pytest.mark.parametrize("model", ["node", "pod", "podgroup"])
+def test_simulated_cluster_changelists_render_for_an_admin(
+    admin_browser: Client, pods: dict[str, Any], model: str
+) -> None:
+    response = admin_browser.get(reverse(f"admin:multicluster_{model}_changelist"))
+
+    assert response.status_code == 200
+    assert len(response.context["cl"].result_list) == {"node": 4, "pod": 4, "podgroup": 1}[model]
+    form = response.context["action_form"]
+    actions = [label for _, label in form.fields["action"].choices][1:] if form else []
+    assert actions == {"node": ["Delete selected nodes", "Lose node (fault injection)",
+                                "Restore node"],
+                       "pod": ["Fail pod (fault injection)"],
+                       "podgroup": []}[model]
+
+
+def test_node_list_counts_the_pods_bound_to_each_node(
+    admin_browser: Client, pods: dict[str, Any]
+) -> None:
+    response = admin_browser.get(reverse("admin:multicluster_node_changelist"))
+
+    counts = {node.name: node.pods_bound for node in response.context["cl"].result_list}
+    assert counts == {"node-1": 2, "node-2": 1, "node-3": 0, "node-4": 0}
+
+
+def test_pod_and_pod_group_lists_filter_and_search(
+    admin_browser: Client, pods: dict[str, Any]
+) -> None:
+    url = reverse("admin:multicluster_pod_changelist")
+    running = admin_browser.get(url, {"phase__exact": "Running"}).context["cl"].result_list
+    searched = admin_browser.get(url, {"q": "wl-"}).context["cl"].result_list
+    waiting = admin_browser.get(reverse("admin:multicluster_podgroup_changelist"),
+                                {"state": "waiting"}).context["cl"].result_list
+
+    assert sorted(pod.name for pod in running) == ["other-0", "wl-0"]
+    assert sorted(pod.name for pod in searched) == ["wl-0", "wl-1"]
+    assert list(waiting) == []
+
+
+def test_pods_and_pod_groups_are_read_only(admin_browser: Client, pods: dict[str, Any]) -> None:
+    pod = pods["running"]
+    assert admin_browser.get(reverse("admin:multicluster_pod_add")).status_code == 403
+    assert admin_browser.get(reverse("admin:multicluster_podgroup_add")).status_code == 403
+    assert admin_browser.get(
+        reverse("admin:multicluster_pod_delete", args=[pod.pk])).status_code == 403
+    page = admin_browser.get(reverse("admin:multicluster_pod_change", args=[pod.pk]))
+    assert page.status_code == 200
+    assert 'name="_save"' not in page.content.decode()
+
+
+def test_lose_node_marks_it_not_ready_and_fails_its_running_pods(
+    admin_browser: Client, manager: Cluster, pods: dict[str, Any]
+) -> None:
+    node = Node.objects.get(cluster=manager, name="node-1")
+
+    response = _run_action(admin_browser, "node", "lose_nodes", [node.pk])
+
+    assert response.status_code == 302
+    node.refresh_from_db()
+    assert node.ready is False
+    assert _phases(pods) == {
+        "running": ("Failed", "NodeLost"),
+        "starting": ("Failed", "NodeLost"),
+        "elsewhere": ("Running", ""),
+        "done": ("Succeeded", ""),
+    }
+    page = admin_browser.get(response["Location"]).content.decode()
+    assert "1 node(s) lost (NotReady); 2 pod(s) on them failed with reason NodeLost." in page
+
+
+def test_restore_node_makes_it_ready_again(admin_browser: Client, manager: Cluster) -> None:
+    node = Node.objects.get(cluster=manager, name="node-1")
+    Node.objects.filter(pk=node.pk).update(ready=False)
+
+    _run_action(admin_browser, "node", "restore_nodes", [node.pk])
+
+    node.refresh_from_db()
+    assert node.ready is True
+
+
+def test_faults_skip_the_nodes_of_a_kubernetes_cluster(
+    admin_browser: Client, worker: Cluster
+) -> None:
+    node = worker.nodes.get()
+
+    response = _run_action(admin_browser, "node", "lose_nodes", [node.pk])
+
+    node.refresh_from_db()
+    assert node.ready is True
+    page = admin_browser.get(response["Location"]).content.decode()
+    assert "Skipped worker-1/n1: faults are injected into simulated clusters only." in page
+
+
+def test_fail_pod_fails_a_running_pod_and_marks_a_starting_one(
+    admin_browser: Client, pods: dict[str, Any]
+) -> None:
+    selected = [pods["running"].pk, pods["starting"].pk, pods["done"].pk]
+
+    response = _run_action(admin_browser, "pod", "fail_pods", selected)
+
+    assert _phases(pods) == {
+        "running": ("Failed", "Error"),
+        "starting": ("Pending", ""),
+        "elsewhere": ("Running", ""),
+        "done": ("Succeeded", ""),
+    }
+    assert Pod.objects.get(pk=pods["starting"].pk).fail is True
+    page = admin_browser.get(response["Location"]).content.decode()
+    assert "2 pod(s) failed" in page
+    assert "1 pod(s) had already terminated." in page
+
+
+@pytest.mark.parametrize(("model", "action"), [("node", "lose_nodes"), ("node", "restore_nodes"),
+                                               ("pod", "fail_pods")])
+def test_viewer_cannot_run_fault_actions(
+    client: Client, viewer: User, manager: Cluster, pods: dict[str, Any], model: str, action: str
+) -> None:
+    client.force_login(viewer)
+    node = Node.objects.get(cluster=manager, name="node-1")
+    pk = node.pk if model == "node" else pods["running"].pk
+
+    response = _run_action(client, model, action, [pk])
+
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")
+    node.refresh_from_db()
+    assert node.ready is True
+    assert _phases(pods)["running"] == ("Running", "")
+
+
+def test_staff_without_the_admin_role_sees_no_fault_actions(
+    client: Client, make_user: Any, manager: Cluster, pods: dict[str, Any]
+) -> None:
+    # given a staff operator allowed by Django permissions to view nodes and pods
+    user = make_user("sam", "operator")
+    user.is_staff = True
+    user.save()
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["view_node", "view_pod"]))
+    client.force_login(user)
+    node = Node.objects.get(cluster=manager, name="node-1")
+
+    # the lists render without the actions, and posting them changes nothing
+    for model, action in (("node", "lose_nodes"), ("pod", "fail_pods")):
+        page = client.get(reverse(f"admin:multicluster_{model}_changelist"))
+        assert page.status_code == 200
+        assert action not in page.content.decode()
+        _run_action(client, model, action, [node.pk if model == "node" else pods["running"].pk])
+
+    node.refresh_from_db()
+    assert node.ready is True
+    assert _phases(pods)["running"] == ("Running", "")
+
+
+def test_admin_adds_and_edits_a_node_with_checked_capacity(
+    admin_browser: Client, manager: Cluster
+) -> None:
+    add = reverse("admin:multicluster_node_add")
+    form = {"cluster": manager.pk, "name": "gpu-1", "capacity": '{"cpu": "8"}', "labels": "{}",
+            "taints": "[]", "ready": "on"}
+    assert admin_browser.get(add).status_code == 200
+
+    refused = admin_browser.post(add, {**form, "capacity": '{"cpu": "lots"}'})
+    created = admin_browser.post(add, form)
+
+    assert refused.status_code == 200
+    assert "cpu: &#x27;lots&#x27; is not a valid quantity" in refused.content.decode()
+    assert created.status_code == 302
+    node = Node.objects.get(cluster=manager, name="gpu-1")
+    change = reverse("admin:multicluster_node_change", args=[node.pk])
+    edited = admin_browser.post(change, {**form, "capacity": '{"cpu": "16"}', "unschedulable": "on"})
+    assert edited.status_code == 302
+    node.refresh_from_db()
+    assert (node.capacity, node.unschedulable) == ({"cpu": "16"}, True)

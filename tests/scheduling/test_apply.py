@@ -36,7 +36,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "kueue_examples"
 
 def kueue_documents(path: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The documents of an example kueueweb applies, and the kinds it dropped: everything
-    but the eight Kueue kinds of ``scheduling.apply.KINDS``."""
+    but the kinds of ``scheduling.apply.KINDS`` (Kueue's eight, and core/v1 Node)."""
     kept, dropped = [], []
     for document in yamlio.load_yaml_documents((EXAMPLES / path).read_text()):
         if document.get("kind") in KINDS:
@@ -669,8 +669,10 @@ def test_export_command_prints_yaml_that_applies_back(manager: Cluster) -> None:
     call_command("export", stdout=out)
 
     documents = yamlio.load_yaml_documents(out.getvalue())
+    # The manager is a simulated cluster: its nodes (a fresh install's four) come last.
     assert [label(d) for d in documents] == [
-        "ResourceFlavor default", "ClusterQueue team-a", "LocalQueue team-a/lq"]
+        "ResourceFlavor default", "ClusterQueue team-a", "LocalQueue team-a/lq",
+        "Node node-1", "Node node-2", "Node node-3", "Node node-4"]
     assert documents == export_manifests(manager)
 
 
