@@ -18,7 +18,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed
+# Front-end libraries (htmx, Chart.js) from the npm registry, pinned by package-lock.json and
+# served as static files straight from node_modules/.
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(VENV)/.installed node_modules/.package-lock.json
 
 run: install
 	$(PY) manage.py migrate --noinput

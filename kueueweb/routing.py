@@ -1,5 +1,9 @@
 """WebSocket routes of every app."""
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-websocket_urlpatterns: list[URLPattern | URLResolver] = []
+from kueueweb.consumers import LiveConsumer
+
+websocket_urlpatterns: list[URLPattern | URLResolver] = [
+    path("ws/live/", LiveConsumer.as_asgi()),
+]

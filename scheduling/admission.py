@@ -31,7 +31,7 @@ from django.db import transaction
 from django.db.models import F, Q, Window
 from django.db.models.functions import RowNumber
 
-from kueueweb import reconcile
+from kueueweb import live, reconcile
 from scheduling import conditions as cond
 from scheduling import metrics, snapshots
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
@@ -87,8 +87,10 @@ def cycle_policy() -> CyclePolicy:
 
 
 def request_admission(cluster_id: int) -> None:
-    """Ask for an admission cycle of the domain once the current transaction commits."""
+    """Ask for an admission cycle of the domain once the current transaction commits (and
+    tell the browsers watching it that something changed)."""
     reconcile.request(ADMISSION_TASK, cluster_id)
+    live.notify(cluster_id)
 
 
 def request_cluster_sync(cluster_id: int) -> None:
@@ -187,6 +189,8 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
         Event.objects.bulk_create(events)
         if outcome.progressed:
             request_admission(cluster_id)
+        elif events:
+            live.notify(cluster_id)
         if outcome.admitted or outcome.preempted:
             request_cluster_sync(cluster_id)
     return outcome
@@ -475,7 +479,7 @@ def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
 
 
 # Evictions whose workload goes back to the queue at once (Requeued=True).
-_IMMEDIATE_REQUEUE = ("Preempted", "NodeFailures")
+_IMMEDIATE_REQUEUE = ("Preempted", "NodeFailures", "EvictedByUser")
 # Evictions that requeue after a back-off (requeueAt), then ``BackoffFinished``.
 _BACKOFF_REQUEUE = ("PodsReadyTimeout", "AdmissionCheck")
 

@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 
-from kueueweb import reconcile
+from kueueweb import live, reconcile
 from scheduling import admission, metrics
 from scheduling import conditions as cond
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
@@ -235,6 +235,8 @@ def run_lifecycle(cluster_id: int, *, now: datetime, rng: random.Random | None =
         Event.objects.bulk_create(events)
         if outcome.evicted or outcome.deactivated or outcome.requeued:
             admission.request_admission(cluster_id)
+        elif events:
+            live.notify(cluster_id)
     return outcome
 
 

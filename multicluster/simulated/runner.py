@@ -38,7 +38,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
-from kueueweb import reconcile
+from kueueweb import live, reconcile
 from multicluster.choices import ConnectionType, PodPhase
 from multicluster.core import placement
 from multicluster.core.pods import run_seconds
@@ -98,7 +98,13 @@ class SyncOutcome:
     stopped: list[str] = field(default_factory=list)
     bound: int = 0
     finished: list[str] = field(default_factory=list)
+    # Pods that became ready or terminated in this pass.
+    advanced: int = 0
     next_wakeup: datetime | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.started or self.stopped or self.bound or self.finished or self.advanced)
 
     def due(self, moment: datetime | None) -> None:
         if moment is not None and (self.next_wakeup is None or moment < self.next_wakeup):
@@ -120,10 +126,12 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
         events: list[Event] = []
         _stop_jobs(cluster, now=now, events=events, outcome=outcome)
         _start_jobs(cluster, sim, now=now, events=events, outcome=outcome)
-        _advance_pods(cluster, now=now)
+        outcome.advanced = _advance_pods(cluster, now=now)
         _report(cluster, now=now, events=events, outcome=outcome)
         _schedule(cluster, sim, now=now, events=events, outcome=outcome)
         Event.objects.bulk_create(events)
+        if events or outcome.changed:
+            live.notify(cluster_id)
     return outcome
 
 
@@ -280,16 +288,19 @@ def _create_pods(cluster: Cluster, job: Job, wl: Workload, pod_set: Mapping[str,
 # =========================================================================================
 
 
-def _advance_pods(cluster: Cluster, *, now: datetime) -> None:
-    """Bound pods become ready at their start time and finish at their end time."""
+def _advance_pods(cluster: Cluster, *, now: datetime) -> int:
+    """Bound pods become ready at their start time and finish at their end time; returns
+    how many pods changed."""
     starting = Pod.objects.filter(cluster=cluster, phase=PodPhase.PENDING, ready_at__lte=now
                                   ).exclude(node_name="")
-    starting.filter(fail=True).update(
+    changed = starting.filter(fail=True).update(
         phase=PodPhase.FAILED, reason="Error", finished_at=now,
         message="The container exited with a non-zero code")
-    starting.filter(fail=False).update(phase=PodPhase.RUNNING, ready=True, reason="")
-    Pod.objects.filter(cluster=cluster, phase=PodPhase.RUNNING, finish_at__lte=now).update(
-        phase=PodPhase.SUCCEEDED, ready=False, reason="Completed", finished_at=now)
+    changed += starting.filter(fail=False).update(phase=PodPhase.RUNNING, ready=True, reason="")
+    changed += Pod.objects.filter(cluster=cluster, phase=PodPhase.RUNNING, finish_at__lte=now
+                                  ).update(phase=PodPhase.SUCCEEDED, ready=False,
+                                           reason="Completed", finished_at=now)
+    return changed
 
 
 def _node_infos(cluster: Cluster) -> list[placement.NodeInfo]:

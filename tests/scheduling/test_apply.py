@@ -702,4 +702,5 @@ def test_changed_quota_requeues_parked_workloads(
         "team-a", "Inadmissible", 0)
     assert Workload.objects.get(pk=parked.pk).queue_state == "Active"
     assert ClusterQueue.objects.get().allocatable_generation == generation + 1
-    assert len(more_callbacks) == 1  # the admission cycle, requested after commit
+    # After commit: the admission cycle is requested and watching browsers are told.
+    assert len(more_callbacks) == 2
