@@ -129,6 +129,8 @@ RECONCILE_INTERVAL_SECONDS = env_float("KUEUEWEB_RECONCILE_INTERVAL_SECONDS", 5.
 # same task functions on the same periods.
 LIFECYCLE_INTERVAL_SECONDS = env_int("KUEUEWEB_LIFECYCLE_INTERVAL_SECONDS", 5)
 CLUSTER_SYNC_INTERVAL_SECONDS = env_int("KUEUEWEB_CLUSTER_SYNC_INTERVAL_SECONDS", 5)
+# How often the overview's usage history is sampled (one row per cluster queue).
+USAGE_SAMPLE_INTERVAL_SECONDS = env_int("KUEUEWEB_USAGE_SAMPLE_INTERVAL_SECONDS", 60)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "admission-all-domains": {
         "task": "scheduling.tasks.schedule_admission_all_task",
@@ -141,6 +143,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "sync-all-clusters": {
         "task": "multicluster.tasks.sync_all_clusters_task",
         "schedule": CLUSTER_SYNC_INTERVAL_SECONDS,
+    },
+    "sample-queue-usage": {
+        "task": "scheduling.tasks.sample_usage_task",
+        "schedule": USAGE_SAMPLE_INTERVAL_SECONDS,
     },
 }
 
@@ -218,7 +224,14 @@ SPECTACULAR_SETTINGS = {
 
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# Front-end libraries come from npm (package-lock.json; `make install` runs `npm ci`) and are
+# served from node_modules under static/vendor/ without a build step.
+_VENDOR = {"htmx": "htmx.org/dist", "chart.js": "chart.js/dist"}
+STATICFILES_DIRS: list[Any] = [BASE_DIR / "static"] + [
+    (f"vendor/{name}", BASE_DIR / "node_modules" / path)
+    for name, path in _VENDOR.items()
+    if (BASE_DIR / "node_modules" / path).is_dir()
+]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

@@ -8,7 +8,6 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from kueueweb import metrics_view, views
 
 urlpatterns = [
-    path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
@@ -17,4 +16,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/schema/ui/", SpectacularSwaggerView.as_view(url_name="schema"), name="schema-ui"),
     path("api/v1/", include("kueueweb.api_urls")),
+    # The browser UI (the overview at "/" is named "home").
+    path("", include("scheduling.web.urls")),
+    path("", include("multicluster.web.urls")),
 ]

@@ -1,15 +1,8 @@
-"""Site-wide views: the landing page and the health check."""
+"""Site-wide views: the health check (the overview at "/" lives in scheduling.web)."""
 
-from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
-
-
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
 
 
 @require_GET

@@ -388,3 +388,25 @@ class AdmissionLease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_id}: {self.holder or '-'}"
+
+
+class QueueUsageSample(models.Model):
+    """One cluster queue's usage and workload counts at one moment, for the overview's chart.
+
+    Written by ``scheduling.history.sample_usage`` (a periodic task); kept for 24 hours.
+    ``usage`` maps "flavor/resource" to the amount held, in base units (CPU cores, bytes).
+    """
+
+    cluster = models.ForeignKey("multicluster.Cluster", on_delete=models.CASCADE, related_name="+")
+    cluster_queue = models.CharField(max_length=253)
+    sampled_at = models.DateTimeField()
+    pending = models.PositiveIntegerField(default=0)
+    admitted = models.PositiveIntegerField(default=0)
+    usage = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["sampled_at", "cluster_queue"]
+        indexes = [models.Index(fields=["cluster", "sampled_at"], name="usagesample_domain_time")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_queue} @ {self.sampled_at:%Y-%m-%d %H:%M:%S}"

@@ -418,3 +418,52 @@ def _after_removal(cluster_id: int, freed_queue_ids: set[int]) -> None:
         admission.on_quota_released(cluster_id, freed_queue_ids, now=timezone.now())
     else:
         admission.request_admission(cluster_id)
+
+
+def evict_workload(
+    workload: Workload,
+    *,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+    now: Any = None,
+) -> Workload:
+    """Evict a workload that holds quota, as a user asking for it (reason ``EvictedByUser``).
+
+    The first phase of an eviction (``lifecycle.evict``): the job's pods are stopped by its
+    cluster, then the quota is given back and the workload goes straight back to its queue
+    (``EvictedByUser`` requeues at once, as Preempted does). The row is locked so that a
+    concurrent admission cycle or lifecycle pass sees either the old or the new state.
+
+    Raises PermissionDenied (``user`` may not operate in the namespace), ValidationError
+    (no quota is held, or the workload is already being evicted) or ConflictError.
+    """
+    from multicluster.simulated import runner
+
+    if user is not None and not can_operate_in(user, workload.namespace):
+        raise PermissionDenied(f"You may not evict workloads in namespace {workload.namespace!r}.")
+    now = now or timezone.now()
+    username = user.get_username() if user is not None and user.is_authenticated else "system"
+    with transaction.atomic():
+        locked = (Workload.objects.select_for_update(of=("self",)).select_related("job")
+                  .filter(pk=workload.pk).first())
+        if locked is None:
+            raise ConflictError(f'workloads.kueue.x-k8s.io "{workload.name}" not found')
+        if not has_quota_reservation(locked) or locked.cluster_queue_id is None:
+            raise _invalid([FieldError(
+                "status.admission", "the workload holds no quota: only an admitted workload "
+                "(or one with quota reserved) can be evicted")])
+        if any(c.get("type") == "Evicted" and c.get("status") == "True"
+               for c in locked.conditions or ()):
+            raise _invalid([FieldError("status.conditions", "the workload is already being "
+                                       "evicted")])
+        events: list[Event] = []
+        if not lifecycle.evict(locked, "EvictedByUser", f"Evicted by {username}", now=now,
+                               events=events):
+            raise ConflictError(
+                f'Operation cannot be fulfilled on workloads.kueue.x-k8s.io "{locked.name}": '
+                "the object has been modified; please try again")
+        Event.objects.bulk_create(events)
+        domain = lifecycle.domain_of(locked)
+        admission.request_admission(domain)
+        lifecycle.request_lifecycle(domain)
+        runner.request_sync(domain)
+    return locked

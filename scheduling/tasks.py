@@ -42,3 +42,11 @@ def demo_traffic_task() -> None:
     from scheduling.demo import traffic
 
     traffic.submit_demo_jobs(now=timezone.now(), rng=random.Random())
+
+
+@shared_task(name="scheduling.tasks.sample_usage_task")
+def sample_usage_task() -> None:
+    """Periodic: one usage sample per cluster queue, for the overview's chart."""
+    from scheduling import history
+
+    history.sample_usage(now=timezone.now())

@@ -37,10 +37,7 @@ class WorkloadFilter(django_filters.FilterSet):  # type: ignore[misc]  # untyped
     def filter_cluster_queue(
         self, queryset: QuerySet[Workload], name: str, value: str
     ) -> QuerySet[Workload]:
-        return queryset.filter(
-            Q(cluster_queue__name=value)
-            | Q(cluster_queue__isnull=True, local_queue__cluster_queue__name=value)
-        )
+        return in_cluster_queue(queryset, value)
 
     def filter_search(
         self, queryset: QuerySet[Workload], name: str, value: str
@@ -63,3 +60,12 @@ class JobFilter(django_filters.FilterSet):  # type: ignore[misc]  # untyped
 
     def filter_search(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
         return queryset.filter(Q(name__icontains=value) | Q(namespace__icontains=value))
+
+
+def in_cluster_queue(queryset: QuerySet[Workload], name: str) -> QuerySet[Workload]:
+    """Workloads holding quota in cluster queue ``name``, or waiting for it through their
+    LocalQueue."""
+    return queryset.filter(
+        Q(cluster_queue__name=name)
+        | Q(cluster_queue__isnull=True, local_queue__cluster_queue__name=name)
+    )

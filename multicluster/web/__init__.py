@@ -1,0 +1,1 @@
+"""The browser UI of the multicluster app: clusters, nodes and pods."""

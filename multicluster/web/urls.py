@@ -1,0 +1,17 @@
+"""Cluster pages: every cluster, and one cluster's nodes, pods and waiting pod groups."""
+
+from django.urls import path
+
+from multicluster.web import views
+
+C = "clusters/<str:name>/"
+
+urlpatterns = [
+    path("clusters/", views.cluster_list, name="ui-clusters"),
+    path("clusters/partial/", views.cluster_list_partial, name="ui-clusters-table"),
+    path(C, views.cluster_detail, name="ui-cluster"),
+    path(C + "summary/", views.cluster_summary_partial, name="ui-cluster-summary"),
+    path(C + "nodes/", views.cluster_nodes_partial, name="ui-cluster-nodes"),
+    path(C + "pods/", views.cluster_pods_partial, name="ui-cluster-pods"),
+    path(C + "podgroups/", views.cluster_podgroups_partial, name="ui-cluster-podgroups"),
+]

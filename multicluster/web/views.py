@@ -1,0 +1,221 @@
+"""Cluster pages of the browser UI: the clusters, and one cluster's nodes, pods and gangs.
+
+Node usage is the sum of the requests of the pods bound to each node that have not
+finished (Pending or Running), as the simulated scheduler counts it; bound pods are capped
+by node capacity, so that scan stays small. Every region that changes is a
+``data-live-refresh`` element whose partial URL returns it re-rendered.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from multicluster.choices import ConnectionType, PodPhase
+from multicluster.models import Cluster, Node, Pod, PodGroup
+from scheduling.conditions import find
+from scheduling.core.quantities import QuantityError, format_amount, quantity_to_int
+from scheduling.history import base_units
+from scheduling.web.queues import health, role_required
+
+ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING)
+PAGE_SIZE = 50
+POD_FILTERS = {
+    "active": ACTIVE_PHASES,
+    "running": (PodPhase.RUNNING,),
+    "pending": (PodPhase.PENDING,),
+    "finished": (PodPhase.SUCCEEDED, PodPhase.FAILED),
+}
+
+
+def _pod_counts(cluster_ids: list[int]) -> dict[int, dict[str, int]]:
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(PodPhase.values, 0))
+    for row in (
+        Pod.objects.filter(cluster_id__in=cluster_ids).values("cluster_id", "phase")
+        .annotate(n=Count("id")).order_by()
+    ):
+        counts[row["cluster_id"]][row["phase"]] = row["n"]
+    return counts
+
+
+def _clusters_context() -> dict[str, Any]:
+    clusters = list(Cluster.objects.annotate(node_count=Count("nodes")))
+    counts = _pod_counts([c.pk for c in clusters])
+    return {
+        "rows": [
+            {"cluster": c, "health": health(c), "pods": counts[c.pk],
+             "active": find(c.conditions or [], "Active")}
+            for c in clusters
+        ],
+    }
+
+
+@role_required
+def cluster_list(request: HttpRequest) -> HttpResponse:
+    context = _clusters_context()
+    context["live_clusters"] = " ".join(str(row["cluster"].pk) for row in context["rows"])
+    return render(request, "multicluster/clusters.html", context)
+
+
+@role_required
+def cluster_list_partial(request: HttpRequest) -> HttpResponse:
+    return render(request, "multicluster/clusters_table.html", _clusters_context())
+
+
+# --- One cluster -----------------------------------------------------------------------------
+
+
+def _cluster(name: str) -> Cluster:
+    return get_object_or_404(Cluster, name=name)
+
+
+def _simulation(cluster: Cluster) -> dict[str, Any] | None:
+    if cluster.connection_type != ConnectionType.SIMULATED:
+        return None
+    from multicluster.simulated.runner import SimulationSettings
+
+    sim = SimulationSettings.of(cluster)
+    return {
+        "startDelaySeconds": sim.start_delay_seconds,
+        "defaultRunSeconds": sim.default_run_seconds,
+        "speed": sim.speed,
+        "gangSchedulingTimeoutSeconds": sim.gang_timeout_seconds,
+    }
+
+
+def _summary_context(cluster: Cluster) -> dict[str, Any]:
+    return {
+        "cluster": cluster,
+        "health": health(cluster),
+        "active": find(cluster.conditions or [], "Active"),
+        "simulation": _simulation(cluster),
+        "pods": _pod_counts([cluster.pk])[cluster.pk],
+        "node_count": Node.objects.filter(cluster=cluster).count(),
+    }
+
+
+@dataclass
+class NodeResource:
+    resource: str
+    capacity: int
+    used: int
+
+    @property
+    def pct(self) -> float:
+        return round(min(100.0, 100 * self.used / self.capacity), 2) if self.capacity else 0.0
+
+    @property
+    def text(self) -> str:
+        return f"{format_amount(self.resource, self.used)} / {format_amount(self.resource, self.capacity)}"
+
+    @property
+    def used_value(self) -> float | int:
+        return base_units(self.resource, self.used)
+
+    @property
+    def capacity_value(self) -> float | int:
+        return base_units(self.resource, self.capacity)
+
+
+@dataclass
+class NodeRow:
+    node: Node
+    resources: list[NodeResource] = field(default_factory=list)
+    pods: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        if not self.node.ready:
+            return "NotReady"
+        return "Ready,SchedulingDisabled" if self.node.unschedulable else "Ready"
+
+
+def _to_int(resource: str, quantity: Any) -> int:
+    try:
+        return quantity_to_int(resource, quantity)
+    except (QuantityError, ValueError, TypeError):
+        return 0
+
+
+def _nodes_context(cluster: Cluster) -> dict[str, Any]:
+    """Nodes with capacity and usage (two queries: nodes, bound unfinished pods)."""
+    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    pods: dict[str, dict[str, int]] = defaultdict(lambda: {"Pending": 0, "Running": 0})
+    for node_name, phase, requests in (
+        Pod.objects.filter(cluster=cluster, phase__in=ACTIVE_PHASES).exclude(node_name="")
+        .values_list("node_name", "phase", "requests")
+    ):
+        for resource, quantity in (requests or {}).items():
+            used[node_name][resource] += _to_int(resource, quantity)
+        used[node_name]["pods"] += 1
+        pods[node_name][phase] += 1
+    rows = []
+    for node in Node.objects.filter(cluster=cluster).order_by("name"):
+        capacity = {r: _to_int(r, q) for r, q in (node.capacity or {}).items()}
+        resources = [
+            NodeResource(r, capacity.get(r, 0), used[node.name].get(r, 0))
+            for r in sorted(set(capacity) | set(used[node.name]))
+        ]
+        rows.append(NodeRow(node, resources, pods[node.name]))
+    return {"cluster": cluster, "nodes": rows}
+
+
+def _pods_context(request: HttpRequest, cluster: Cluster) -> dict[str, Any]:
+    status = request.GET.get("pods", "active")
+    if status not in POD_FILTERS:
+        status = "active"
+    query = (
+        Pod.objects.filter(cluster=cluster, phase__in=POD_FILTERS[status])
+        .select_related("workload").order_by("-created_at", "namespace", "name")
+    )
+    page = Paginator(query, PAGE_SIZE).get_page(request.GET.get("pods_page", 1))
+    return {"cluster": cluster, "pods_page": page, "pods_status": status,
+            "pod_filters": list(POD_FILTERS)}
+
+
+def _podgroups_context(cluster: Cluster) -> dict[str, Any]:
+    groups = list(
+        PodGroup.objects.filter(cluster=cluster, bound_at__isnull=True)
+        .select_related("workload").annotate(pod_count=Count("pods")).order_by("created_at", "id")
+    )
+    return {"cluster": cluster, "podgroups": groups}
+
+
+@role_required
+def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
+    cluster = _cluster(name)
+    context = {
+        **_summary_context(cluster),
+        **_nodes_context(cluster),
+        **_pods_context(request, cluster),
+        **_podgroups_context(cluster),
+        "live_clusters": str(cluster.pk),
+    }
+    return render(request, "multicluster/cluster.html", context)
+
+
+@role_required
+def cluster_summary_partial(request: HttpRequest, name: str) -> HttpResponse:
+    return render(request, "multicluster/cluster_summary.html", _summary_context(_cluster(name)))
+
+
+@role_required
+def cluster_nodes_partial(request: HttpRequest, name: str) -> HttpResponse:
+    return render(request, "multicluster/cluster_nodes.html", _nodes_context(_cluster(name)))
+
+
+@role_required
+def cluster_pods_partial(request: HttpRequest, name: str) -> HttpResponse:
+    return render(request, "multicluster/cluster_pods.html", _pods_context(request, _cluster(name)))
+
+
+@role_required
+def cluster_podgroups_partial(request: HttpRequest, name: str) -> HttpResponse:
+    return render(request, "multicluster/cluster_podgroups.html",
+                  _podgroups_context(_cluster(name)))

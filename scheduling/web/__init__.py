@@ -1,0 +1,1 @@
+"""The browser UI of the scheduling app: server-rendered pages, refreshed live by htmx."""

@@ -1,0 +1,155 @@
+"""Forms of the workload pages: the workload list's filters and the job submission form.
+
+The filters use indexed columns (cluster, namespace, queue name, phase, the queue foreign
+keys); the two states that are not columns ("evicted": the Evicted condition, "inactive":
+``spec.active=false``) are rare, so scanning for them is acceptable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django import forms
+from django.db import connection
+from django.db.models import BooleanField, Q, QuerySet
+from django.db.models.expressions import RawSQL
+
+from scheduling.api.workload_filters import in_cluster_queue
+from scheduling.choices import WorkloadPhase
+from scheduling.models import Workload
+
+EVICTED = "evicted"
+INACTIVE = "inactive"
+STATE_CHOICES = [*WorkloadPhase.choices, (EVICTED, "Evicted"), (INACTIVE, "Inactive")]
+
+# Sort keys of the list, as the column headers name them, and the fields they order by.
+SORT_FIELDS = {
+    "name": "name",
+    "namespace": "namespace",
+    "queue": "queue_name",
+    "priority": "priority",
+    "state": "phase",
+    "created": "created_at",
+}
+DEFAULT_SORT = "-created"
+
+
+def sort_choices() -> list[tuple[str, str]]:
+    choices = []
+    for key in SORT_FIELDS:
+        choices.append((key, f"{key} ascending"))
+        choices.append((f"-{key}", f"{key} descending"))
+    return choices
+
+
+def evicted_condition() -> Q:
+    """Workloads whose Evicted condition is True (the conditions are a JSON list)."""
+    if connection.vendor == "postgresql":
+        return Q(conditions__contains=[{"type": "Evicted", "status": "True"}])
+    table = Workload._meta.db_table
+    sql = (f'EXISTS (SELECT 1 FROM json_each("{table}"."conditions") AS c '
+           "WHERE json_extract(c.value, '$.type') = 'Evicted' "
+           "AND json_extract(c.value, '$.status') = 'True')")
+    return Q(RawSQL(sql, (), output_field=BooleanField()))
+
+
+class WorkloadListFilter(django_filters.FilterSet):  # type: ignore[misc]  # untyped
+    """The filters and the sort order of the workload list (all optional, all GET)."""
+
+    namespace = django_filters.CharFilter(field_name="namespace", label="Namespace")
+    queue = django_filters.CharFilter(field_name="queue_name", label="Local queue")
+    cluster_queue = django_filters.CharFilter(method="filter_cluster_queue", label="Cluster queue")
+    state = django_filters.ChoiceFilter(
+        choices=STATE_CHOICES, method="filter_state", label="State", empty_label="Any")
+    priority_min = django_filters.NumberFilter(
+        field_name="priority", lookup_expr="gte", label="Priority ≥")
+    priority_max = django_filters.NumberFilter(
+        field_name="priority", lookup_expr="lte", label="Priority ≤")
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
+    sort = django_filters.ChoiceFilter(
+        choices=sort_choices(), method="filter_sort", label="Sort", empty_label="Newest first")
+
+    class Meta:
+        model = Workload
+        fields: list[str] = []
+
+    def filter_cluster_queue(
+        self, queryset: QuerySet[Workload], name: str, value: str
+    ) -> QuerySet[Workload]:
+        return in_cluster_queue(queryset, value)
+
+    def filter_state(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
+        if value == EVICTED:
+            return queryset.filter(evicted_condition())
+        if value == INACTIVE:
+            return queryset.filter(active=False)
+        return queryset.filter(phase=value)
+
+    def filter_sort(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
+        return queryset  # applied by ``ordering`` after filtering
+
+    def ordering(self) -> tuple[str, list[str]]:
+        """(the sort key chosen, the ORDER BY fields); ties broken by id for stable pages."""
+        key = DEFAULT_SORT
+        if self.is_bound and self.form.is_valid():
+            key = self.form.cleaned_data.get("sort") or DEFAULT_SORT
+        descending = key.startswith("-")
+        field = SORT_FIELDS[key.lstrip("-")]
+        prefix = "-" if descending else ""
+        return key, [f"{prefix}{field}", f"{prefix}id"]
+
+
+class JobSubmitForm(forms.Form):
+    """A namespace and a batch/v1 Job manifest in YAML (parsed by the view, safely)."""
+
+    namespace = forms.CharField(
+        max_length=63,
+        widget=forms.TextInput(attrs={"list": "namespace-options", "autocomplete": "off",
+                                      "spellcheck": "false"}),
+    )
+    manifest = forms.CharField(
+        strip=False,
+        widget=forms.Textarea(attrs={
+            "id": "manifest", "rows": 28, "spellcheck": "false", "autocapitalize": "off",
+            "autocomplete": "off", "class": "yaml-editor",
+            "aria-describedby": "manifest-help manifest-errors",
+        }),
+    )
+
+    def __init__(self, *args: Any, max_bytes: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_bytes = max_bytes
+
+    def clean_manifest(self) -> str:
+        text: str = self.cleaned_data["manifest"]
+        if len(text.encode("utf-8")) > self.max_bytes:
+            raise forms.ValidationError(
+                f"The manifest is larger than {self.max_bytes} bytes (KUEUEWEB_MAX_MANIFEST_BYTES).")
+        return text
+
+
+EXAMPLE_JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  generateName: sample-job-
+  labels:
+    kueue.x-k8s.io/queue-name: user-queue
+spec:
+  parallelism: 3
+  completions: 3
+  suspend: true
+  template:
+    spec:
+      containers:
+        - name: dummy-job
+          image: registry.k8s.io/e2e-test-images/agnhost:2.53
+          command: ["/bin/sh"]
+          args: ["-c", "sleep 60"]
+          resources:
+            requests:
+              cpu: "1"
+              memory: "200Mi"
+      restartPolicy: Never
+"""

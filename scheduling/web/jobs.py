@@ -1,0 +1,91 @@
+"""Job submission: a batch/v1 Job manifest in YAML, parsed safely, submitted through
+``services.submit_job``; errors are shown by field path next to the editor."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from kueueweb.models import ALL_NAMESPACES
+from kueueweb.roles import Role, granted_namespaces, role_of
+from scheduling import services, yamlio
+from scheduling.models import LocalQueue
+from scheduling.web.forms import EXAMPLE_JOB, JobSubmitForm
+from scheduling.web.workloads import reader_required
+
+
+def namespace_options(user: AbstractBaseUser | AnonymousUser) -> list[str]:
+    """The namespaces to suggest: an operator's grants (every namespace with a LocalQueue
+    for a ``*`` grant), and every namespace with a LocalQueue for an admin."""
+    grants = granted_namespaces(user)
+    if role_of(user) >= Role.ADMIN or ALL_NAMESPACES in grants:
+        return sorted(set(LocalQueue.objects.values_list("namespace", flat=True)))
+    return sorted(grants)
+
+
+def _field_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    if hasattr(exc, "error_dict"):
+        return [(path, message) for path, msgs in exc.message_dict.items() for message in msgs]
+    return [("", message) for message in exc.messages]
+
+
+def _parse(text: str) -> tuple[Mapping[str, Any] | None, list[tuple[str, str]]]:
+    try:
+        documents = yamlio.load_yaml_documents(text)
+    except yamlio.ManifestSyntaxError as exc:
+        return None, [("manifest", str(exc))]
+    if len(documents) != 1:
+        return None, [("manifest", f"expected one Job, found {len(documents)} documents")]
+    if not isinstance(documents[0], Mapping):
+        return None, [("manifest", "the manifest must be an object (a batch/v1 Job)")]
+    return documents[0], []
+
+
+@require_http_methods(["GET", "POST"])
+@reader_required
+def job_new(request: HttpRequest) -> HttpResponse:
+    if role_of(request.user) < Role.OPERATOR:
+        raise PermissionDenied("Viewers cannot submit jobs.")
+    options = namespace_options(request.user)
+    max_bytes = yamlio.max_manifest_bytes()
+    errors: list[tuple[str, str]] = []
+    if request.method == "POST":
+        form = JobSubmitForm(request.POST, max_bytes=max_bytes)
+        if form.is_valid():
+            namespace = form.cleaned_data["namespace"]
+            manifest, errors = _parse(form.cleaned_data["manifest"])
+            if manifest is not None:
+                try:
+                    job = services.submit_job(manifest, namespace=namespace, user=request.user)
+                except ValidationError as exc:
+                    errors = _field_errors(exc)
+                except services.ConflictError as exc:
+                    errors = [("metadata.name", str(exc))]
+                except PermissionDenied as exc:
+                    form.add_error("namespace", str(exc))
+                else:
+                    workload = job.workloads.order_by("id").first()
+                    if workload is None:  # pragma: no cover - submit_job always creates one
+                        return HttpResponseRedirect(reverse("ui-workloads"))
+                    return HttpResponseRedirect(reverse("ui-workload", kwargs={
+                        "cluster": job.cluster.name, "namespace": workload.namespace,
+                        "name": workload.name}))
+        errors = [*((f"{name}" if name != "__all__" else "", str(e))
+                    for name, es in form.errors.items() if name != "namespace" for e in es),
+                  *errors]
+    else:
+        initial = {"manifest": EXAMPLE_JOB, "namespace": options[0] if len(options) == 1 else ""}
+        form = JobSubmitForm(initial=initial, max_bytes=max_bytes)
+    return render(request, "scheduling/job_new.html", {
+        "form": form,
+        "errors": errors,
+        "namespace_options": options,
+        "max_bytes": max_bytes,
+    })

@@ -1,0 +1,642 @@
+"""Overview, cluster queue and local queue pages of the browser UI.
+
+Usage is computed as the engine computes it: the domain's quota tree
+(``snapshots.load_domain_specs``), the workloads holding quota (``snapshots.reserving_rows``)
+and ``Snapshot.build``, so a bar shows exactly what the next admission cycle sees. One domain
+costs a fixed number of queries whatever the number of queues and workloads: four for the
+quota tree, one for the workloads holding quota, one for pending counts and demand, one for
+finished counts.
+
+Pending demand is aggregated in the database by grouping pending workloads on (cluster
+queue, pod sets): workloads of one job template share their pod sets, so 50,000 pending
+workloads collapse to a handful of groups whose requests are parsed once each. In the worst
+case (every workload with different pod sets) this is one values() scan of the pending
+pod sets, still a single query.
+
+Every region that changes is a ``data-live-refresh`` element whose partial URL returns the
+same element re-rendered from the same template include.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+
+from kueueweb.roles import Role, role_of
+from multicluster.models import Cluster
+from scheduling import snapshots, visibility
+from scheduling.choices import StopPolicy, WorkloadPhase
+from scheduling.conditions import find
+from scheduling.core import snapshot as snap
+from scheduling.core.quantities import QuantityError, format_amount
+from scheduling.core.resources import FlavorResource
+from scheduling.core.snapshot import Snapshot
+from scheduling.history import base_units
+from scheduling.models import ClusterQueue, LocalQueue, QueueUsageSample, Workload
+
+RESERVING = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
+PAGE_SIZE = 50
+DEFAULT_HISTORY_HOURS = 6
+MAX_HISTORY_HOURS = 24
+
+View = Callable[..., HttpResponse]
+
+
+def role_required(view: View) -> View:
+    """Signed in (else the login page) and holding a role (else 403); viewers read all."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if role_of(request.user) == Role.NONE:
+            raise PermissionDenied("No kueueweb role: ask an administrator for one.")
+        return view(request, *args, **kwargs)
+
+    return login_required(wrapped)
+
+
+# --- Usage of one domain -------------------------------------------------------------------
+
+
+@dataclass
+class ResourceUsage:
+    """One (flavor, resource) of a cluster queue: quota and what is held of it."""
+
+    flavor: str
+    resource: str
+    nominal: int
+    borrowing_limit: int | None
+    lending_limit: int | None
+    used: int = 0
+    borrowed: int = 0
+
+    @property
+    def within(self) -> int:
+        return self.used - self.borrowed
+
+    @property
+    def lendable(self) -> int:
+        """What the queue lends its cohort: lendingLimit, or all of its nominal quota."""
+        return self.nominal if self.lending_limit is None else min(self.lending_limit, self.nominal)
+
+    @property
+    def scale(self) -> int:
+        return max(self.nominal, self.used, 1)
+
+    def pct(self, amount: int) -> float:
+        return round(100 * max(amount, 0) / self.scale, 2)
+
+    @property
+    def within_pct(self) -> float:
+        return self.pct(self.within)
+
+    @property
+    def borrowed_pct(self) -> float:
+        return self.pct(self.borrowed)
+
+    @property
+    def nominal_pct(self) -> float:
+        return self.pct(self.nominal)
+
+    @property
+    def lendable_start_pct(self) -> float:
+        return self.pct(self.nominal - self.lendable)
+
+    @property
+    def lendable_pct(self) -> float:
+        return self.pct(self.lendable)
+
+    def _fmt(self, amount: int | None) -> str:
+        return "—" if amount is None else format_amount(self.resource, amount)
+
+    @property
+    def label(self) -> str:
+        text = f"{self._fmt(self.used)} of {self._fmt(self.nominal)} used"
+        if self.borrowed:
+            text += f", {self._fmt(self.borrowed)} borrowed"
+        return text
+
+    def display(self) -> dict[str, str]:
+        return {
+            "used": self._fmt(self.used), "borrowed": self._fmt(self.borrowed),
+            "within": self._fmt(self.within), "nominal": self._fmt(self.nominal),
+            "borrowing_limit": self._fmt(self.borrowing_limit),
+            "lending_limit": self._fmt(self.lending_limit), "lendable": self._fmt(self.lendable),
+        }
+
+    def data(self) -> dict[str, float | int | str]:
+        """Numbers in base units (CPU cores, bytes) for data-* attributes."""
+        return {
+            "used": base_units(self.resource, self.used),
+            "borrowed": base_units(self.resource, self.borrowed),
+            "nominal": base_units(self.resource, self.nominal),
+            "lendable": base_units(self.resource, self.lendable),
+            "borrowing_limit": (
+                "" if self.borrowing_limit is None
+                else base_units(self.resource, self.borrowing_limit)
+            ),
+        }
+
+
+@dataclass
+class Demand:
+    resource: str
+    amount: int
+    nominal: int
+
+    @property
+    def value(self) -> float | int:
+        return base_units(self.resource, self.amount)
+
+    @property
+    def text(self) -> str:
+        return format_amount(self.resource, self.amount)
+
+    @property
+    def pct(self) -> float:
+        return round(min(100.0, 100 * self.amount / max(self.nominal, 1)), 2)
+
+
+@dataclass
+class QueueSummary:
+    name: str
+    cohort: str | None
+    inactive_reason: str | None
+    resource_groups: list[list[ResourceUsage]]
+    pending: int = 0
+    admitted: int = 0
+    finished: int = 0
+    demand: list[Demand] = field(default_factory=list)
+
+    @property
+    def rows(self) -> list[ResourceUsage]:
+        return [row for group in self.resource_groups for row in group]
+
+
+@dataclass
+class CohortTreeNode:
+    name: str
+    queues: list[str]
+    children: list[CohortTreeNode]
+
+
+@dataclass
+class DomainUsage:
+    cluster: Cluster
+    queues: list[QueueSummary]
+    cohort_roots: list[CohortTreeNode]
+    lone_queues: list[str]
+
+    @property
+    def pending(self) -> int:
+        return sum(q.pending for q in self.queues)
+
+    @property
+    def admitted(self) -> int:
+        return sum(q.admitted for q in self.queues)
+
+    @property
+    def finished(self) -> int:
+        return sum(q.finished for q in self.queues)
+
+    def queue(self, name: str) -> QueueSummary | None:
+        return next((q for q in self.queues if q.name == name), None)
+
+
+def _pending_demand(
+    cluster_id: int,
+) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Pending workloads per cluster queue name, and the sum of their requests per resource
+    (engine units), from one grouped query."""
+    counts: dict[str, int] = defaultdict(int)
+    demand: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    groups = (
+        Workload.objects.filter(cluster_id=cluster_id, phase=WorkloadPhase.PENDING, active=True,
+                                local_queue__isnull=False)
+        .values("local_queue__cluster_queue__name", "pod_sets")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for group in groups:
+        name = group["local_queue__cluster_queue__name"]
+        counts[name] += group["n"]
+        for pod_set in group["pod_sets"] or ():
+            try:
+                per_pod = snapshots.per_pod_requests(pod_set)
+            except (QuantityError, ValueError, TypeError, AttributeError):
+                continue
+            pods = int(pod_set.get("count", 1)) * group["n"]
+            for resource, amount in per_pod.items():
+                demand[name][resource] += amount * pods
+    return counts, demand
+
+
+def _finished_counts(cluster_id: int) -> dict[str, int]:
+    """Finished workloads per cluster queue: the queue that admitted them, else their local
+    queue's."""
+    counts: dict[str, int] = defaultdict(int)
+    groups = (
+        Workload.objects.filter(cluster_id=cluster_id, phase=WorkloadPhase.FINISHED)
+        .values("cluster_queue__name", "local_queue__cluster_queue__name")
+        .annotate(n=Count("id")).order_by()
+    )
+    for group in groups:
+        owner = group["cluster_queue__name"] or group["local_queue__cluster_queue__name"]
+        if owner:
+            counts[owner] += group["n"]
+    return counts
+
+
+def _cohort_tree(snapshot: Snapshot, queues: Iterable[QueueSummary]) -> tuple[
+    list[CohortTreeNode], list[str]
+]:
+    members: dict[str, list[str]] = defaultdict(list)
+    lone = []
+    for queue in queues:
+        if queue.cohort and queue.cohort in snapshot.cohorts:
+            members[queue.cohort].append(queue.name)
+        else:
+            lone.append(queue.name)
+
+    def node(cohort: snap.CohortNode) -> CohortTreeNode:
+        children = sorted(cohort.child_cohorts, key=lambda c: c.name)
+        return CohortTreeNode(cohort.name, sorted(members[cohort.name]),
+                              [node(child) for child in children])
+
+    roots = [node(c) for name, c in sorted(snapshot.cohorts.items()) if c.parent is None]
+    return roots, sorted(lone)
+
+
+def domain_usage(cluster: Cluster) -> DomainUsage:
+    """Quota, usage, borrowing, counts and pending demand of every cluster queue of a domain
+    (seven queries)."""
+    specs = snapshots.load_domain_specs(cluster.pk)
+    reserving = snapshots.reserving_rows(cluster.pk)
+    snapshot = Snapshot.build(
+        flavors=specs.flavors, cohorts=specs.cohorts, cluster_queues=specs.cluster_queues,
+        admitted=[snapshots.admitted_workload(row) for row in reserving if row["admission"]],
+        inactive=specs.inactive,
+    )
+    admitted: dict[str, int] = defaultdict(int)
+    for row in reserving:
+        admitted[row["cluster_queue__name"] or ""] += 1
+    pending, demand = _pending_demand(cluster.pk)
+    finished = _finished_counts(cluster.pk)
+    queues = []
+    for spec in sorted(specs.cluster_queues, key=lambda s: s.name):
+        node = snapshot.any_cluster_queue(spec.name)
+        groups: list[list[ResourceUsage]] = []
+        nominal_by_resource: dict[str, int] = defaultdict(int)
+        for rg in spec.resource_groups:
+            usages: list[ResourceUsage] = []
+            for flavor in rg.flavors:
+                for resource, quota in flavor.resources.items():
+                    fr = FlavorResource(flavor.name, resource)
+                    usage = ResourceUsage(flavor.name, resource, quota.nominal,
+                                        quota.borrowing_limit, quota.lending_limit)
+                    if node is not None:
+                        usage.used = node.usage.get(fr, 0)
+                        usage.borrowed = snap.borrowed(node, fr)
+                    nominal_by_resource[resource] += quota.nominal
+                    usages.append(usage)
+            groups.append(usages)
+        wanted = demand.get(spec.name, {})
+        queues.append(QueueSummary(
+            name=spec.name,
+            cohort=spec.cohort,
+            inactive_reason=snapshot.inactive.get(spec.name),
+            resource_groups=groups,
+            pending=pending.get(spec.name, 0),
+            admitted=admitted.get(spec.name, 0),
+            finished=finished.get(spec.name, 0),
+            demand=[Demand(r, wanted[r], nominal_by_resource.get(r, 0)) for r in sorted(wanted)],
+        ))
+    roots, lone = _cohort_tree(snapshot, queues)
+    return DomainUsage(cluster, queues, roots, lone)
+
+
+# --- History ---------------------------------------------------------------------------------
+
+
+def history_hours(request: HttpRequest) -> int:
+    try:
+        hours = int(request.GET.get("hours", DEFAULT_HISTORY_HOURS))
+    except ValueError:
+        hours = DEFAULT_HISTORY_HOURS
+    return min(max(hours, 1), MAX_HISTORY_HOURS)
+
+
+def history_series(clusters: list[Cluster], hours: int) -> dict[str, Any]:
+    """Pending and admitted workloads per domain over time, from the stored samples (one
+    query): {"labels": [iso times], "datasets": [{"label", "data"}]}."""
+    since = timezone.now() - timedelta(hours=hours)
+    names = {c.pk: c.name for c in clusters}
+    totals: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: {"pending": 0, "admitted": 0})
+    times: set[str] = set()
+    for cluster_id, sampled_at, pending, admitted in (
+        QueueUsageSample.objects.filter(cluster_id__in=names, sampled_at__gte=since)
+        .order_by().values_list("cluster_id", "sampled_at", "pending", "admitted")
+    ):
+        moment = sampled_at.isoformat()
+        times.add(moment)
+        totals[(cluster_id, moment)]["pending"] += pending
+        totals[(cluster_id, moment)]["admitted"] += admitted
+    labels = sorted(times)
+    datasets = []
+    for cluster_id, name in names.items():
+        for kind in ("pending", "admitted"):
+            datasets.append({
+                "label": f"{name}: {kind}",
+                "kind": kind,
+                "data": [totals[(cluster_id, t)][kind] if (cluster_id, t) in totals else None
+                         for t in labels],
+            })
+    return {"labels": labels, "datasets": datasets, "hours": hours}
+
+
+# --- Overview ----------------------------------------------------------------------------------
+
+
+def _clusters() -> list[Cluster]:
+    return list(Cluster.objects.annotate(node_count=Count("nodes", distinct=True)))
+
+
+def _live(clusters: Iterable[Cluster]) -> str:
+    return " ".join(str(c.pk) for c in clusters)
+
+
+def health(cluster: Cluster) -> dict[str, Any]:
+    """A cluster's connection health for display: "simulated", or its Active condition."""
+    condition = find(cluster.conditions or [], "Active")
+    if cluster.connection_type == "simulated":
+        return {"state": "simulated", "text": "simulated", "condition": condition}
+    if condition is None:
+        return {"state": "unknown", "text": "Unknown", "condition": None}
+    active = condition.get("status") == "True"
+    return {
+        "state": "active" if active else "inactive",
+        "text": "Active" if active else f"Inactive: {condition.get('reason', '')}",
+        "condition": condition,
+    }
+
+
+def _workers_context() -> dict[str, Any]:
+    workers = list(
+        Cluster.objects.workers().annotate(node_count=Count("nodes", distinct=True))
+    )
+    return {"workers": [(c, health(c)) for c in workers]}
+
+
+@role_required
+def overview(request: HttpRequest) -> HttpResponse:
+    clusters = _clusters()
+    hours = history_hours(request)
+    context = {
+        "domains": [domain_usage(c) for c in clusters],
+        "history": history_series(clusters, hours),
+        "history_hours": hours,
+        "history_choices": (1, 3, 6, 12, 24),
+        "live_clusters": _live(clusters),
+        "sample_interval": settings.USAGE_SAMPLE_INTERVAL_SECONDS,
+        **_workers_context(),
+    }
+    return render(request, "scheduling/overview.html", context)
+
+
+@role_required
+def overview_domain_partial(request: HttpRequest, cluster: str) -> HttpResponse:
+    domain = get_object_or_404(Cluster, name=cluster)
+    return render(request, "scheduling/overview_domain.html", {"domain": domain_usage(domain)})
+
+
+@role_required
+def overview_workers_partial(request: HttpRequest) -> HttpResponse:
+    return render(request, "scheduling/overview_workers.html", _workers_context())
+
+
+@role_required
+def overview_history_partial(request: HttpRequest) -> HttpResponse:
+    clusters = _clusters()
+    hours = history_hours(request)
+    return render(request, "scheduling/overview_history.html", {
+        "history": history_series(clusters, hours), "history_hours": hours,
+        "history_choices": (1, 3, 6, 12, 24),
+        "sample_interval": settings.USAGE_SAMPLE_INTERVAL_SECONDS,
+    })
+
+
+# --- Cluster queue and local queue pages ----------------------------------------------------
+
+
+def _page_number(request: HttpRequest, key: str = "page") -> int:
+    try:
+        return max(1, int(request.GET.get(key, 1)))
+    except ValueError:
+        return 1
+
+
+@dataclass
+class PendingPage:
+    """One page of a queue's pending workloads in queue order (visibility items)."""
+
+    items: list[dict[str, Any]]
+    number: int
+    total: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // PAGE_SIZE))
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.number < self.pages
+
+    @property
+    def previous(self) -> int:
+        return self.number - 1
+
+    @property
+    def next(self) -> int:
+        return self.number + 1
+
+
+def _pending_cq_page(cq: ClusterQueue, number: int) -> PendingPage:
+    total = Workload.objects.filter(
+        local_queue__cluster_queue=cq, local_queue__stop_policy=StopPolicy.NONE,
+        phase=WorkloadPhase.PENDING, active=True,
+    ).count()
+    pages = max(1, -(-total // PAGE_SIZE))
+    number = min(number, pages)
+    items = visibility.pending_in_cluster_queue(
+        cq, offset=(number - 1) * PAGE_SIZE, limit=PAGE_SIZE)
+    return PendingPage(items, number, total)
+
+
+def _pending_lq_page(lq: LocalQueue, number: int) -> PendingPage:
+    total = 0
+    if lq.stop_policy == StopPolicy.NONE:
+        total = Workload.objects.filter(local_queue=lq, phase=WorkloadPhase.PENDING,
+                                        active=True).count()
+    pages = max(1, -(-total // PAGE_SIZE))
+    number = min(number, pages)
+    items = visibility.pending_in_local_queue(
+        lq, offset=(number - 1) * PAGE_SIZE, limit=PAGE_SIZE) if total else []
+    return PendingPage(items, number, total)
+
+
+def _admitted_page(workloads: Any, number: int) -> Page[Workload]:
+    query = workloads.filter(phase__in=RESERVING).select_related("local_queue").order_by(
+        "quota_reserved_at", "id")
+    return Paginator(query, PAGE_SIZE).get_page(number)
+
+
+def _admitted_rows(page: Page[Workload]) -> list[dict[str, Any]]:
+    rows = []
+    for wl in page:
+        flavors: dict[str, str] = {}
+        for assignment in (wl.admission or {}).get("podSetAssignments") or ():
+            flavors.update(assignment.get("flavors") or {})
+        rows.append({
+            "workload": wl,
+            "flavors": ", ".join(f"{r}: {f}" for r, f in sorted(flavors.items())),
+            "usage": _admission_usage(wl.admission),
+        })
+    return rows
+
+
+def _admission_usage(admission: Mapping[str, Any] | None) -> str:
+    totals: dict[str, list[str]] = defaultdict(list)
+    for assignment in (admission or {}).get("podSetAssignments") or ():
+        for resource, quantity in (assignment.get("resourceUsage") or {}).items():
+            totals[resource].append(str(quantity))
+    return ", ".join(f"{r}: {'+'.join(q)}" for r, q in sorted(totals.items()))
+
+
+def _cluster_queue(cluster: str, name: str) -> ClusterQueue:
+    return get_object_or_404(
+        ClusterQueue.objects.select_related("cluster", "cohort"), cluster__name=cluster, name=name)
+
+
+def _cq_summary_context(cq: ClusterQueue) -> dict[str, Any]:
+    usage = domain_usage(cq.cluster)
+    local_queues = list(cq.local_queues.order_by("namespace", "name"))
+    return {"cq": cq, "summary": usage.queue(cq.name), "local_queues": local_queues}
+
+
+def _cq_pending_context(request: HttpRequest, cq: ClusterQueue) -> dict[str, Any]:
+    return {"cq": cq, "pending": _pending_cq_page(cq, _page_number(request, "pending_page"))}
+
+
+def _cq_admitted_context(request: HttpRequest, cq: ClusterQueue) -> dict[str, Any]:
+    page = _admitted_page(Workload.objects.filter(cluster_queue=cq),
+                          _page_number(request, "admitted_page"))
+    return {"cq": cq, "admitted_page": page, "admitted": _admitted_rows(page)}
+
+
+@role_required
+def cluster_queue_page(request: HttpRequest, cluster: str, name: str) -> HttpResponse:
+    cq = _cluster_queue(cluster, name)
+    context = {
+        **_cq_summary_context(cq),
+        **_cq_pending_context(request, cq),
+        **_cq_admitted_context(request, cq),
+        "live_clusters": str(cq.cluster_id),
+    }
+    return render(request, "scheduling/clusterqueue.html", context)
+
+
+@role_required
+def cluster_queue_summary_partial(request: HttpRequest, cluster: str, name: str) -> HttpResponse:
+    cq = _cluster_queue(cluster, name)
+    return render(request, "scheduling/clusterqueue_summary.html", _cq_summary_context(cq))
+
+
+@role_required
+def cluster_queue_pending_partial(request: HttpRequest, cluster: str, name: str) -> HttpResponse:
+    cq = _cluster_queue(cluster, name)
+    return render(request, "scheduling/clusterqueue_pending.html", _cq_pending_context(request, cq))
+
+
+@role_required
+def cluster_queue_admitted_partial(request: HttpRequest, cluster: str, name: str) -> HttpResponse:
+    cq = _cluster_queue(cluster, name)
+    return render(request, "scheduling/clusterqueue_admitted.html",
+                  _cq_admitted_context(request, cq))
+
+
+def _local_queue(cluster: str, namespace: str, name: str) -> LocalQueue:
+    return get_object_or_404(
+        LocalQueue.objects.select_related("cluster", "cluster_queue"),
+        cluster__name=cluster, namespace=namespace, name=name)
+
+
+def _lq_summary_context(lq: LocalQueue) -> dict[str, Any]:
+    counts = Workload.objects.filter(local_queue=lq).aggregate(
+        pending=Count("id", filter=Q(phase=WorkloadPhase.PENDING, active=True)),
+        admitted=Count("id", filter=Q(phase__in=RESERVING, active=True)),
+        finished=Count("id", filter=Q(phase=WorkloadPhase.FINISHED)),
+    )
+    return {"lq": lq, "counts": counts}
+
+
+def _lq_pending_context(request: HttpRequest, lq: LocalQueue) -> dict[str, Any]:
+    return {"lq": lq, "pending": _pending_lq_page(lq, _page_number(request, "pending_page"))}
+
+
+def _lq_admitted_context(request: HttpRequest, lq: LocalQueue) -> dict[str, Any]:
+    page = _admitted_page(Workload.objects.filter(local_queue=lq),
+                          _page_number(request, "admitted_page"))
+    return {"lq": lq, "admitted_page": page, "admitted": _admitted_rows(page)}
+
+
+@role_required
+def local_queue_page(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
+    lq = _local_queue(cluster, namespace, name)
+    context = {
+        **_lq_summary_context(lq),
+        **_lq_pending_context(request, lq),
+        **_lq_admitted_context(request, lq),
+        "live_clusters": str(lq.cluster_id),
+    }
+    return render(request, "scheduling/localqueue.html", context)
+
+
+@role_required
+def local_queue_summary_partial(
+    request: HttpRequest, cluster: str, namespace: str, name: str
+) -> HttpResponse:
+    lq = _local_queue(cluster, namespace, name)
+    return render(request, "scheduling/localqueue_summary.html", _lq_summary_context(lq))
+
+
+@role_required
+def local_queue_pending_partial(
+    request: HttpRequest, cluster: str, namespace: str, name: str
+) -> HttpResponse:
+    lq = _local_queue(cluster, namespace, name)
+    return render(request, "scheduling/localqueue_pending.html", _lq_pending_context(request, lq))
+
+
+@role_required
+def local_queue_admitted_partial(
+    request: HttpRequest, cluster: str, namespace: str, name: str
+) -> HttpResponse:
+    lq = _local_queue(cluster, namespace, name)
+    return render(request, "scheduling/localqueue_admitted.html",
+                  _lq_admitted_context(request, lq))

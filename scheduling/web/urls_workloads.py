@@ -1,0 +1,18 @@
+"""Workload pages and job submission."""
+
+from django.urls import path
+
+from scheduling.web import jobs, workloads
+
+_WORKLOAD = "c/<str:cluster>/namespaces/<str:namespace>/workloads/<str:name>/"
+
+urlpatterns = [
+    path("workloads/", workloads.workload_list, name="ui-workloads"),
+    path("workloads/partial/", workloads.workload_list_partial, name="ui-workloads-partial"),
+    path(_WORKLOAD, workloads.workload_detail, name="ui-workload"),
+    path(_WORKLOAD + "partial/<str:region>/", workloads.workload_region,
+         name="ui-workload-partial"),
+    path(_WORKLOAD + "actions/<str:action>/", workloads.workload_action,
+         name="ui-workload-action"),
+    path("jobs/new/", jobs.job_new, name="ui-job-new"),
+]

@@ -1,0 +1,361 @@
+"""The workload pages: the list (filters, sorting, pages) and a workload's detail with its
+controls (deactivate, activate, evict, delete the job).
+
+Every region that updates live is one template include rendered both in the page and by its
+partial URL (htmx ``live-refresh``). Controls are POST forms; each checks the user's role and
+namespace again here and the service checks once more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.db.models import F, QuerySet
+from django.db.models.functions import Coalesce
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from kueueweb.roles import Role, can_operate_in, role_of
+from multicluster.models import Cluster, Pod, PodGroup
+from scheduling import conditions as cond
+from scheduling import jobs, services, yamlio
+from scheduling.api.workload_serializers import job_to_dict
+from scheduling.choices import WorkloadPhase
+from scheduling.models import ClusterQueue, Event, LocalQueue, Workload
+from scheduling.web.forms import WorkloadListFilter
+
+PAGE_SIZE = 50
+EVENTS_PAGE_SIZE = 25
+# The list shows an exact total up to this many matches, then "more than …": an exact
+# COUNT over tens of thousands of rows on every refresh is the slowest part of the page.
+COUNT_LIMIT = 10_000
+SCALE_DISABLED_REASON = "Scaling an admitted job arrives with elastic workloads (workload slices)"
+DETAIL_REGIONS = ("status", "controls", "events", "pods", "slices", "job")
+
+View = Callable[..., HttpResponse]
+
+
+def reader_required(view: View) -> View:
+    """Signed in and holding a role (viewer, operator or admin); 403 otherwise."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if role_of(request.user) == Role.NONE:
+            raise PermissionDenied("You have no role in kueueweb; ask an administrator.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+# =========================================================================================
+# The list
+# =========================================================================================
+
+LIST_FIELDS = (
+    "id", "name", "namespace", "queue_name", "priority", "priority_class_name", "phase",
+    "active", "created_at", "cluster_name",
+)
+
+
+def _list_context(request: HttpRequest) -> dict[str, Any]:
+    filters = WorkloadListFilter(request.GET or None, queryset=Workload.objects.all())
+    queryset: QuerySet[Workload] = filters.qs
+    sort, order_by = filters.ordering()
+    try:
+        page_number = max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        page_number = 1
+    start = (page_number - 1) * PAGE_SIZE
+    # One query for the rows (one more than a page tells whether a next page exists), with
+    # the cluster queue from the admission or, while pending, through the LocalQueue.
+    rows = list(
+        queryset.order_by(*order_by)
+        .values(*LIST_FIELDS, cluster_label=F("cluster__name"),
+                cq_name=Coalesce(F("cluster_queue__name"), F("local_queue__cluster_queue__name")))
+        [start:start + PAGE_SIZE + 1]
+    )
+    has_next = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    # A bounded count: exact up to COUNT_LIMIT.
+    total = queryset.order_by()[:COUNT_LIMIT + 1].count()
+    params = request.GET.copy()
+    params.pop("page", None)
+    sort_params = request.GET.copy()
+    sort_params.pop("page", None)
+    sort_params.pop("sort", None)
+    return {
+        "filters": filters,
+        "rows": rows,
+        "page": page_number,
+        "has_next": has_next,
+        "has_previous": page_number > 1,
+        "first_index": start + 1 if rows else 0,
+        "last_index": start + len(rows),
+        "total": min(total, COUNT_LIMIT),
+        "total_capped": total > COUNT_LIMIT,
+        "sort": sort,
+        "query": params.urlencode(),
+        "sort_query": sort_params.urlencode(),
+        "full_query": request.GET.urlencode(),
+        "columns": _columns(sort, sort_params.urlencode()),
+    }
+
+
+def _columns(sort: str, base_query: str) -> list[dict[str, str]]:
+    """The sortable column headers: a link that sorts by the column (reversing the order when
+    it is the current one) and the ``aria-sort`` state."""
+    columns = []
+    for key, label in (("name", "Name"), ("namespace", "Namespace"), ("queue", "Queue"),
+                       ("priority", "Priority"), ("state", "State"), ("created", "Created")):
+        current = sort.lstrip("-") == key
+        descending = sort.startswith("-")
+        next_sort = (key if descending else f"-{key}") if current else key
+        query = f"{base_query}&sort={next_sort}" if base_query else f"sort={next_sort}"
+        columns.append({
+            "key": key, "label": label, "href": f"?{query}",
+            "aria_sort": ("descending" if descending else "ascending") if current else "none",
+        })
+    return columns
+
+
+@require_GET
+@reader_required
+def workload_list(request: HttpRequest) -> HttpResponse:
+    context = _list_context(request)
+    context.update(
+        live_clusters=" ".join(str(pk) for pk in Cluster.objects.values_list("pk", flat=True)),
+        namespace_options=sorted(set(LocalQueue.objects.values_list("namespace", flat=True))),
+        queue_options=sorted(set(LocalQueue.objects.values_list("name", flat=True))),
+        cluster_queue_options=sorted(set(ClusterQueue.objects.values_list("name", flat=True))),
+    )
+    return render(request, "scheduling/workload_list.html", context)
+
+
+@require_GET
+@reader_required
+def workload_list_partial(request: HttpRequest) -> HttpResponse:
+    return render(request, "scheduling/_workload_table.html", _list_context(request))
+
+
+# =========================================================================================
+# The detail page
+# =========================================================================================
+
+
+def _get_workload(cluster: str, namespace: str, name: str) -> Workload:
+    return get_object_or_404(
+        Workload.objects.select_related("cluster", "job", "local_queue", "cluster_queue"),
+        cluster__name=cluster, namespace=namespace, name=name,
+    )
+
+
+def _is_evicted(wl: Workload) -> bool:
+    return cond.is_true(wl.conditions or [], "Evicted")
+
+
+def _pod_sets(wl: Workload) -> list[dict[str, Any]]:
+    result = []
+    for ps in wl.pod_sets or ():
+        result.append({
+            "name": ps.get("name", jobs.DEFAULT_POD_SET_NAME),
+            "count": ps.get("count", 1),
+            "min_count": ps.get("minCount"),
+            "requests": jobs.pod_set_requests(ps),
+            "total": jobs.pod_set_total_requests(ps),
+        })
+    return result
+
+
+def _admission(wl: Workload) -> dict[str, Any] | None:
+    if not wl.admission:
+        return None
+    assignments = []
+    for psa in wl.admission.get("podSetAssignments") or ():
+        flavors = psa.get("flavors") or {}
+        usage = psa.get("resourceUsage") or {}
+        assignments.append({
+            "name": psa.get("name", ""),
+            "count": psa.get("count"),
+            "resources": [
+                {"resource": r, "flavor": flavors.get(r, ""), "usage": usage.get(r, "")}
+                for r in sorted(set(flavors) | set(usage))
+            ],
+        })
+    return {"cluster_queue": wl.admission.get("clusterQueue", ""), "assignments": assignments}
+
+
+def _timeline(wl: Workload) -> list[dict[str, Any]]:
+    """The conditions by lastTransitionTime (oldest first), their time parsed."""
+    items = []
+    for c in wl.conditions or ():
+        raw = c.get("lastTransitionTime")
+        items.append({**c, "time": yamlio_time(raw), "raw_time": raw or ""})
+    items.sort(key=lambda c: c["raw_time"])
+    return items
+
+
+def yamlio_time(value: Any) -> Any:
+    """An RFC 3339 timestamp as an aware datetime (None when absent or malformed)."""
+    from datetime import datetime
+
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _region_status(wl: Workload) -> dict[str, Any]:
+    requeue = wl.requeue_state or {}
+    return {
+        "evicted": _is_evicted(wl),
+        "pod_sets": _pod_sets(wl),
+        "admission": _admission(wl),
+        "timeline": _timeline(wl),
+        "requeue_count": requeue.get("count"),
+        "requeue_at": wl.requeue_at or yamlio_time(requeue.get("requeueAt")),
+        "reclaimable_pods": wl.reclaimable_pods or [],
+        "admission_checks": wl.admission_check_states or [],
+    }
+
+
+def _region_events(wl: Workload, request: HttpRequest) -> dict[str, Any]:
+    events = Event.objects.filter(workload=wl).order_by("-created_at", "-id")
+    paginator = Paginator(events, EVENTS_PAGE_SIZE)
+    page = paginator.get_page(request.GET.get("events_page"))
+    return {"events_page": page}
+
+
+def _region_pods(wl: Workload) -> dict[str, Any]:
+    pods = Pod.objects.filter(job=wl.job) if wl.job_id is not None else Pod.objects.filter(workload=wl)
+    return {
+        "pods": list(pods.select_related("cluster").order_by("pod_set", "name")[:500]),
+        "pod_groups": list(PodGroup.objects.filter(workload=wl).order_by("pod_set")),
+    }
+
+
+def _region_slices(wl: Workload) -> dict[str, Any]:
+    if wl.job_id is None:
+        return {"slices": []}
+    return {"slices": list(
+        Workload.objects.filter(job_id=wl.job_id).order_by("created_at", "id")
+        .values("id", "name", "namespace", "phase", "active", "created_at", "cluster__name")
+    )}
+
+
+def _region_job(wl: Workload) -> dict[str, Any]:
+    if wl.job is None:
+        return {"job_yaml": "", "job_status": {}}
+    manifest = job_to_dict(wl.job)
+    status = manifest.pop("status", {}) or {}
+    return {"job_yaml": yamlio.dump_documents([manifest]), "job_status": status}
+
+
+def _region_controls(wl: Workload, request: HttpRequest) -> dict[str, Any]:
+    may_act = can_operate_in(request.user, wl.namespace)
+    reserved = services.has_quota_reservation(wl)
+    return {
+        "may_act": may_act,
+        "can_evict": reserved and wl.cluster_queue_id is not None and not _is_evicted(wl),
+        "scale_reason": SCALE_DISABLED_REASON,
+        "parallelism": (wl.job.manifest.get("spec") or {}).get("parallelism", 1) if wl.job else None,
+    }
+
+
+def _detail_context(wl: Workload, request: HttpRequest, regions: tuple[str, ...]) -> dict[str, Any]:
+    context: dict[str, Any] = {"wl": wl, "phase_choices": WorkloadPhase}
+    builders: Mapping[str, Callable[[], dict[str, Any]]] = {
+        "status": lambda: _region_status(wl),
+        "controls": lambda: _region_controls(wl, request),
+        "events": lambda: _region_events(wl, request),
+        "pods": lambda: _region_pods(wl),
+        "slices": lambda: _region_slices(wl),
+        "job": lambda: _region_job(wl),
+    }
+    for region in regions:
+        context.update(builders[region]())
+    return context
+
+
+@require_GET
+@reader_required
+def workload_detail(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
+    wl = _get_workload(cluster, namespace, name)
+    context = _detail_context(wl, request, DETAIL_REGIONS)
+    context["live_clusters"] = str(wl.cluster_id)
+    return render(request, "scheduling/workload_detail.html", context)
+
+
+@require_GET
+@reader_required
+def workload_region(
+    request: HttpRequest, cluster: str, namespace: str, name: str, region: str
+) -> HttpResponse:
+    if region not in DETAIL_REGIONS:
+        raise Http404("No such region.")
+    wl = _get_workload(cluster, namespace, name)
+    context = _detail_context(wl, request, (region,))
+    return render(request, f"scheduling/_workload_{region}.html", context)
+
+
+# =========================================================================================
+# Controls
+# =========================================================================================
+
+ACTIONS = ("deactivate", "activate", "evict", "delete-job")
+
+
+def _error_text(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        if hasattr(exc, "error_dict"):
+            return "; ".join(f"{path}: {' '.join(msgs)}" for path, msgs in exc.message_dict.items())
+        return " ".join(exc.messages)
+    return str(exc) or exc.__class__.__name__
+
+
+@require_POST
+@reader_required
+def workload_action(
+    request: HttpRequest, cluster: str, namespace: str, name: str, action: str
+) -> HttpResponse:
+    if action not in ACTIONS:
+        raise Http404("No such action.")
+    wl = _get_workload(cluster, namespace, name)
+    if not can_operate_in(request.user, wl.namespace):
+        raise PermissionDenied(f"You may not act on workloads in namespace {wl.namespace!r}.")
+    detail_url = reverse("ui-workload", kwargs={"cluster": cluster, "namespace": namespace,
+                                                "name": name})
+    label = f"{wl.namespace}/{wl.name}"
+    try:
+        if action == "deactivate":
+            services.update_workload(wl, {"spec": {"active": False}})
+            messages.success(request, f"Workload {label} deactivated.")
+        elif action == "activate":
+            services.update_workload(wl, {"spec": {"active": True}})
+            messages.success(request, f"Workload {label} activated.")
+        elif action == "evict":
+            services.evict_workload(wl, user=request.user, now=timezone.now())
+            messages.success(request, f"Workload {label} evicted; it goes back to its queue "
+                             "once its pods are gone.")
+        else:
+            if wl.job is None:
+                messages.error(request, f"Workload {label} has no job to delete.")
+                return HttpResponseRedirect(detail_url)
+            job_name = wl.job.name
+            services.delete_job(wl.job)
+            messages.success(request, f"Job {wl.namespace}/{job_name} and its workloads deleted.")
+            return HttpResponseRedirect(reverse("ui-workloads"))
+    except (services.ConflictError, ValidationError, PermissionDenied) as exc:
+        messages.error(request, f"Could not {action.replace('-', ' ')} {label}: {_error_text(exc)}")
+    return HttpResponseRedirect(detail_url)
