@@ -464,8 +464,7 @@ def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
         Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED), "Evicted", "True"
     ).filter(Q(job__isnull=True) | Q(job__suspend=True))
     rows = list(evicted.values("id", "namespace", "name", "conditions", "resource_version",
-                               "cluster_queue_id", "active", "created_at", "requeue_at",
-                               "accumulated_past_execution_time_seconds"))
+                               "cluster_queue_id", "active", "created_at", "requeue_at"))
     released = 0
     freed_queues: set[int] = set()
     with transaction.atomic():
@@ -496,11 +495,11 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
     """
     evicted = cond.find(row["conditions"], "Evicted") or {}
     reason = evicted_reason = evicted.get("reason", "Preempted")
-    evicted_at = _parse_time(evicted.get("lastTransitionTime")) or now
+    evicted_at = cond.parse_timestamp(evicted.get("lastTransitionTime")) or now
     admitted = cond.find(row["conditions"], "Admitted") or {}
     extra: dict[str, Any] = {}
     if admitted.get("status") == "True":
-        since = _parse_time(admitted.get("lastTransitionTime"))
+        since = cond.parse_timestamp(admitted.get("lastTransitionTime"))
         if since is not None and reason != "DeactivatedDueToMaximumExecutionTimeExceeded":
             extra["accumulated_past_execution_time_seconds"] = F(
                 "accumulated_past_execution_time_seconds") + max(int((now - since).total_seconds()), 0)
@@ -542,18 +541,11 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
     if updated != 1:
         return False
     requeue = "requeued" if immediate else f"waiting ({reason}) before it is requeued"
-    Event.objects.create(
-        cluster_id=cluster_id, workload_id=row["id"], object_kind="Workload",
-        object_namespace=row.get("namespace", ""), object_name=row.get("name", ""),
-        type=EventType.NORMAL, reason="QuotaReleased",
-        message=f"Quota released after eviction ({evicted_reason}); the workload is {requeue}",
-        created_at=now,
-    )
+    _event(cluster_id, row, "QuotaReleased",
+           f"Quota released after eviction ({evicted_reason}); the workload is {requeue}",
+           now=now).save()
     return True
 
-
-def _parse_time(value: Any) -> datetime | None:
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
 
 
 def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now: datetime) -> None:

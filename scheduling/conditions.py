@@ -7,7 +7,7 @@ changes, so a timeline of transitions can be read from them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from django.db import connections
@@ -20,6 +20,23 @@ _M = TypeVar("_M", bound=Model)
 def timestamp(moment: datetime) -> str:
     """RFC 3339 in UTC with a Z, as Kubernetes writes times."""
     return moment.isoformat().replace("+00:00", "Z")
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """The inverse of ``timestamp``: an aware datetime, or None when absent or malformed."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def transition_time(conditions: Sequence[Condition], type_: str) -> datetime | None:
+    """lastTransitionTime of condition ``type_``, if it is set."""
+    found = find(conditions, type_)
+    return parse_timestamp(found.get("lastTransitionTime")) if found else None
 
 
 def find(conditions: Sequence[Condition], type_: str) -> Condition | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,6 +36,7 @@ from scheduling import conditions as cond
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core import lifecycle as core
 from scheduling.models import ClusterQueue, Event, LocalQueue, Workload
+from scheduling.snapshots import epoch as _epoch
 
 logger = logging.getLogger(__name__)
 
@@ -126,20 +126,8 @@ def _cluster_queue_name(wl: Workload) -> str:
 
 
 def _admitted_since(wl: Workload) -> datetime | None:
-    condition = cond.find(wl.conditions, "Admitted")
-    if condition and condition.get("status") == "True":
-        return _parse(condition.get("lastTransitionTime"))
-    return None
-
-
-def _parse(value: Any) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-
-
-def _epoch(moment: datetime | None) -> float:
-    return moment.timestamp() if moment is not None else 0.0
+    return cond.transition_time(wl.conditions, "Admitted") if cond.is_true(
+        wl.conditions, "Admitted") else None
 
 
 def _from_epoch(seconds: float, like: datetime) -> datetime:
@@ -331,7 +319,8 @@ def _check_admitted(cluster_id: int, config: core.WaitForPodsReady, *, now: date
             config, admitted_since=_epoch(since),
             pods_ready_status=(ready.get("status") == "True") if ready else None,
             pods_ready_reason=ready.get("reason") if ready else None,
-            pods_ready_since=_epoch(_parse(ready.get("lastTransitionTime"))) if ready else None,
+            pods_ready_since=_epoch(cond.parse_timestamp(ready.get("lastTransitionTime")))
+            if ready else None,
         )
         if deadline is None:
             continue
@@ -346,8 +335,8 @@ def _check_admitted(cluster_id: int, config: core.WaitForPodsReady, *, now: date
                         events=events, outcome=outcome)
             continue
         requeue = core.next_requeue_state(
-            previous_count, _epoch(_parse(state.get("requeueAt"))) if state.get("requeueAt")
-            else None, now=_epoch(now), base=config.backoff_base_seconds,
+            previous_count, _epoch(cond.parse_timestamp(state.get("requeueAt")))
+            if state.get("requeueAt") else None, now=_epoch(now), base=config.backoff_base_seconds,
             cap=config.backoff_max_seconds, jitter=rng.random())
         requeue_at = _from_epoch(requeue.requeue_at, now)
         if evict(wl, "PodsReadyTimeout", core.pods_ready_timeout_message(wl.namespace, wl.name),
@@ -511,12 +500,6 @@ def set_active(wl: Workload, active: bool, *, now: datetime) -> None:
     if not active and wl.phase in _RESERVED and wl.cluster_queue_id is not None:
         admission.on_quota_released(domain_of(wl), [wl.cluster_queue_id], now=now)
     request_lifecycle(domain_of(wl))
-
-
-def condition_time(conditions: Sequence[dict[str, Any]], type_: str) -> datetime | None:
-    """lastTransitionTime of a condition, as a datetime."""
-    found = cond.find(conditions, type_)
-    return _parse(found.get("lastTransitionTime")) if found else None
 
 
 def run_and_reschedule(cluster_id: int, *, now: datetime) -> LifecycleOutcome:

@@ -62,6 +62,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.utils import floatToGoString
 
 from scheduling.choices import QueueState, StopPolicy, WorkloadPhase
+from scheduling.core.lifecycle import counted_pods
 from scheduling.core.quantities import parse_quantity
 from scheduling.models import ClusterQueue, Cohort, FlavorQuota, LocalQueue, Workload
 
@@ -608,16 +609,19 @@ def _quantity(value: str | None) -> float:
 
 
 def _usage(
-    admission: Mapping[str, Any] | None, reclaimable: Iterable[Mapping[str, Any]] | None
+    admission: Mapping[str, Any] | None, reclaimable: Iterable[Mapping[str, Any]] | None,
+    pod_sets: Iterable[Mapping[str, Any]] | None,
 ) -> Iterator[tuple[str, str, Fraction]]:
     """(flavor, resource, amount) a workload holds, from its status.admission, less the pods
     it declared reclaimable (as ``snapshots.admitted_workload`` counts usage)."""
     reclaim = {r.get("name"): int(r.get("count", 0)) for r in reclaimable or ()}
+    spec_counts = {ps.get("name", "main"): int(ps.get("count", 1)) for ps in pod_sets or ()}
     for assignment in (admission or {}).get("podSetAssignments") or ():
         count = int(assignment.get("count", 0))
         if count <= 0:
             continue
-        kept = max(count - reclaim.get(assignment.get("name"), 0), 0)
+        name = assignment.get("name", "main")
+        kept = counted_pods(count, spec_counts.get(name, count), reclaim.get(name, 0))
         flavors = assignment.get("flavors") or {}
         for resource, quantity in (assignment.get("resourceUsage") or {}).items():
             flavor = flavors.get(resource)
@@ -699,7 +703,8 @@ class _State:
         # 2. Workloads holding quota, one row each: their admissions make the usage.
         holding = Workload.objects.filter(
             phase__in=(WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED), active=True
-        ).values("cluster_queue_id", "local_queue_id", "phase", "admission", "reclaimable_pods")
+        ).values("cluster_queue_id", "local_queue_id", "phase", "admission", "reclaimable_pods",
+                  "pod_sets")
         for wl in holding:
             is_admitted = wl["phase"] == WorkloadPhase.ADMITTED
             for counts in self._counts(wl["cluster_queue_id"], wl["local_queue_id"]):
@@ -707,7 +712,8 @@ class _State:
                 counts.admitted += int(is_admitted)
             if wl["cluster_queue_id"] is None:
                 continue
-            for flavor, resource, amount in _usage(wl["admission"], wl["reclaimable_pods"]):
+            for flavor, resource, amount in _usage(wl["admission"], wl["reclaimable_pods"],
+                                                     wl["pod_sets"]):
                 key = (wl["cluster_queue_id"], flavor, resource)
                 self.reserved[key] += amount
                 if is_admitted:

@@ -16,6 +16,7 @@ from typing import Any
 
 from scheduling import core
 from scheduling.choices import WorkloadPhase
+from scheduling.core.lifecycle import counted_pods
 from scheduling.core.quantities import QuantityError, parse_quantity, quantity_to_int
 from scheduling.models import ClusterQueue, Cohort, FlavorQuota, ResourceFlavor, Workload
 
@@ -226,11 +227,8 @@ def admitted_workload(row: Mapping[str, Any]) -> core.types.Workload:
     assignments = []
     for ps in admission.pod_sets:
         per_pod = {r: (v // ps.count if ps.count else 0) for r, v in ps.resource_usage.items()}
-        # Kueue totalRequestsFromAdmission: the pods still needed (spec count less the
-        # reclaimable ones) cap the admitted count.
-        spec_count = spec_counts.get(ps.name, ps.count)
-        needed = spec_count - min(reclaimable.get(ps.name, 0), spec_count)
-        count = min(ps.count, needed)
+        count = counted_pods(ps.count, spec_counts.get(ps.name, ps.count),
+                             reclaimable.get(ps.name, 0))
         pod_sets.append(core.types.PodSet(name=ps.name, count=count, requests=per_pod))
         assignments.append(core.types.PodSetAssignment(
             name=ps.name, flavors=ps.flavors, count=count,

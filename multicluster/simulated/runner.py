@@ -350,7 +350,7 @@ def _used(cluster: Cluster) -> dict[str, dict[str, int]]:
 
 def _bind(pods: Iterable[Pod], bindings: Mapping[str, str], sim: SimulationSettings, *,
           now: datetime, free: dict[str, dict[str, int]]) -> int:
-    bound = 0
+    placed = []
     for pod in pods:
         node_name = bindings.get(pod.name)
         if node_name is None:
@@ -363,14 +363,14 @@ def _bind(pods: Iterable[Pod], bindings: Mapping[str, str], sim: SimulationSetti
         pod.scheduled_at = now
         pod.ready_at = now + sim.scaled(sim.start_delay_seconds)
         pod.finish_at = pod.ready_at + sim.scaled(run)
-        pod.save(update_fields=["node_name", "scheduled_at", "ready_at", "finish_at"])
+        placed.append(pod)
         room = free[node_name]
         for resource, quantity in (pod.requests or {}).items():
             room[resource] = room.get(resource, 0) - quantity_to_int(resource, quantity)
         if placement.PODS in room:
             room[placement.PODS] -= 1
-        bound += 1
-    return bound
+    Pod.objects.bulk_update(placed, ["node_name", "scheduled_at", "ready_at", "finish_at"])
+    return len(placed)
 
 
 def _template_of(pod: Pod) -> Mapping[str, Any]:

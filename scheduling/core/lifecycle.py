@@ -186,6 +186,12 @@ def admitted_seconds(admitted_since: float, now: float) -> int:
 # -----------------------------------------------------------------------------------------
 
 
+def counted_pods(admitted: int, spec_count: int, reclaimable: int) -> int:
+    """Pods of an admitted pod set that still hold quota (``totalRequestsFromAdmission``):
+    the spec count less the reclaimable pods caps the admitted count."""
+    return max(min(admitted, spec_count - min(reclaimable, spec_count)), 0)
+
+
 def job_reclaimable_pods(parallelism: int, completions: int | None, terminal: int) -> int:
     """Pods of a batch Job's ``main`` pod set that no longer need quota.
 

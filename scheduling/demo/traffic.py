@@ -20,7 +20,7 @@ import logging
 import random
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -187,11 +187,6 @@ def delete_finished_demo_jobs(cluster: Cluster, *, now: datetime,
 
 
 def _finished_time(workload_conditions: Any) -> datetime | None:
-    condition = conditions.find(workload_conditions or [], "Finished")
-    if condition is None or condition.get("status") != "True":
+    if not conditions.is_true(workload_conditions or [], "Finished"):
         return None
-    try:
-        moment = datetime.fromisoformat(str(condition.get("lastTransitionTime")))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return conditions.transition_time(workload_conditions, "Finished")

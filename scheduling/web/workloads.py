@@ -199,21 +199,9 @@ def _timeline(wl: Workload) -> list[dict[str, Any]]:
     items = []
     for c in wl.conditions or ():
         raw = c.get("lastTransitionTime")
-        items.append({**c, "time": yamlio_time(raw), "raw_time": raw or ""})
+        items.append({**c, "time": cond.parse_timestamp(raw), "raw_time": raw or ""})
     items.sort(key=lambda c: c["raw_time"])
     return items
-
-
-def yamlio_time(value: Any) -> Any:
-    """An RFC 3339 timestamp as an aware datetime (None when absent or malformed)."""
-    from datetime import datetime
-
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def _region_status(wl: Workload) -> dict[str, Any]:
@@ -224,7 +212,7 @@ def _region_status(wl: Workload) -> dict[str, Any]:
         "admission": _admission(wl),
         "timeline": _timeline(wl),
         "requeue_count": requeue.get("count"),
-        "requeue_at": wl.requeue_at or yamlio_time(requeue.get("requeueAt")),
+        "requeue_at": wl.requeue_at or cond.parse_timestamp(requeue.get("requeueAt")),
         "reclaimable_pods": wl.reclaimable_pods or [],
         "admission_checks": wl.admission_check_states or [],
     }
