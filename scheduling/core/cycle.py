@@ -9,7 +9,7 @@ in is mutated (usage of admissions and reservations), nothing else is.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduling.core.fair_sharing import DRS, compare_drs, dominant_resource_share
 from scheduling.core.flavors import Assignment, AssignmentMode, FlavorAssigner
@@ -99,13 +99,17 @@ class Head:
     """The workload popped from a cluster queue for this cycle.
 
     ``last_assignment`` is the flavor-scan progress carried from earlier cycles;
-    ``is_preemptor`` marks the queue's sticky preemptor (informational).
+    ``is_preemptor`` marks the queue's sticky preemptor (informational). ``replaces`` is
+    the key of the admitted workload slice this one scales up (Kueue's
+    ``workload-slice-replacement-for``): when that slice holds quota in the same queue,
+    only the extra pods are checked, on the flavors it holds.
     """
 
     workload: Workload
     cluster_queue: str
     last_assignment: AssignmentState | None = None
     is_preemptor: bool = False
+    replaces: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +146,8 @@ class HeadResult:
     preemption_targets: tuple[PreemptionTarget, ...] = ()
     last_assignment: AssignmentState | None = None
     borrowing: int = 0
+    # The workload slice this admission replaces (finished as WorkloadSliceReplaced).
+    replaced_slice: str = ""
 
     @property
     def key(self) -> str:
@@ -212,6 +218,7 @@ class _Entry:
         "last_assignment",
         "message",
         "qr_reason",
+        "replaced",
         "requeue_reason",
         "skipped",
         "targets",
@@ -231,6 +238,37 @@ class _Entry:
         self.skipped = False
         self.admission: Admission | None = None
         self.issued: tuple[PreemptionTarget, ...] = ()
+        # The admitted slice this head scales up, when it holds quota in the same queue.
+        self.replaced: WorkloadInfo | None = None
+
+    def replace_slice(self, old: WorkloadInfo) -> None:
+        """Schedule only the pods added to ``old`` (Kueue ``ReplacedWorkloadSlice``)."""
+        self.replaced = old
+        counts = {ps.name: ps.count for ps in old.total_requests}
+        delta = tuple(
+            replace(ps, count=max(ps.count - counts.get(ps.name, 0), 0), min_count=None)
+            for ps in self.head.workload.pod_sets
+        )
+        self.info = WorkloadInfo(replace(self.head.workload, pod_sets=delta),
+                                 self.head.cluster_queue)
+
+    def full_admission(self, admission: Admission) -> Admission:
+        """The admission of a replacement slice: the old slice's pods plus the new ones."""
+        if self.replaced is None:
+            return admission
+        old = {ps.name: ps for ps in self.replaced.total_requests}
+        pod_sets = []
+        for psa in admission.pod_sets:
+            before = old.get(psa.name)
+            if before is None:
+                pod_sets.append(psa)
+                continue
+            usage = dict(psa.resource_usage)
+            for resource, value in before.requests.items():
+                if resource in psa.flavors:
+                    usage[resource] = usage.get(resource, 0) + value
+            pod_sets.append(replace(psa, count=psa.count + before.count, resource_usage=usage))
+        return replace(admission, pod_sets=tuple(pod_sets))
 
     def record(self, assignment: Assignment, targets: list[Target]) -> None:
         self.assignment = assignment
@@ -254,6 +292,8 @@ class _Cycle:
         )
         # Victims claimed by earlier entries of this cycle, by workload key.
         self.preempted: dict[str, WorkloadInfo] = {}
+        # Slices claimed by their replacements in this cycle: no one else may take them.
+        self.replaced: set[str] = set()
 
     # --- 3. nomination ------------------------------------------------------------
 
@@ -290,12 +330,27 @@ class _Cycle:
                     e.requeue_reason = RequeueReason.NAMESPACE_MISMATCH
                 else:
                     e.cq = cq
+                    old = self._replaced_slice(head, cq)
+                    if old is not None:
+                        e.replace_slice(old)
+                        self.preemptor.replaced_slices[wl.key] = old.key
                     assignment, targets = self.get_assignments(e)
                     e.record(assignment, targets)
                     entries.append(e)
                     continue
             failed.append(e)
         return entries, failed
+
+    @staticmethod
+    def _replaced_slice(head: Head, cq: ClusterQueueNode) -> WorkloadInfo | None:
+        # Only a slice holding quota in the same queue and namespace is replaced;
+        # otherwise the head is scheduled like any workload, at its full counts.
+        if head.replaces is None:
+            return None
+        old = cq.workloads.get(head.replaces)
+        if old is None or old.workload.namespace != head.workload.namespace:
+            return None
+        return old
 
     def get_assignments(
         self, e: _Entry, nomination: Mapping[str, Mapping[str, str]] | None = None
@@ -317,6 +372,11 @@ class _Cycle:
             last_assignment=last,
             scheduling_cycle=self.cycle,
             nomination_mapping=nomination,
+            slice_flavors=(
+                {ps.name: dict(ps.flavors) for ps in e.replaced.total_requests}
+                if e.replaced is not None
+                else None
+            ),
         )
         # 1. The full pod counts; a Fit is final.
         full = assigner.assign()
@@ -509,8 +569,12 @@ class _Cycle:
                 add_usage(cq, fr, value)
             return
         # Two preemptors never claim the same victim in one cycle: the later one
-        # waits for the next cycle instead of evicting more than needed.
-        if any(t.info.key in self.preempted for t in e.targets):
+        # waits for the next cycle instead of evicting more than needed. A slice being
+        # replaced counts as claimed, by its replacement and by any preemptor.
+        claimed = self.preempted.keys() | self.replaced
+        if any(t.info.key in claimed for t in e.targets) or (
+            e.replaced is not None and e.replaced.key in claimed
+        ):
             self._skip(e, "Workload has overlapping preemption targets with another workload")
             return
         # Capacity taken by entries processed earlier in this cycle.
@@ -521,6 +585,8 @@ class _Cycle:
         # cycle sees it (a preemptor holds its place while its victims terminate).
         for t in e.targets:
             self.preempted[t.info.key] = t.info
+        if e.replaced is not None:
+            self.replaced.add(e.replaced.key)
         for fr, value in usage.items():
             add_usage(cq, fr, value)
         if mode is AssignmentMode.PREEMPT:
@@ -533,7 +599,7 @@ class _Cycle:
             return
         # Fit: quota is reserved. Admission checks, if any, are the caller's business.
         e.decision = Decision.ADMITTED
-        e.admission = assignment.to_admission(cq.name)
+        e.admission = e.full_admission(assignment.to_admission(cq.name))
         e.message = f"Quota reserved in ClusterQueue {cq.name}"
         e.qr_reason = ""
 
@@ -645,6 +711,11 @@ class _Cycle:
             preemption_targets=e.issued,
             last_assignment=e.last_assignment,
             borrowing=assignment.borrowing if assignment is not None else 0,
+            replaced_slice=(
+                e.replaced.key
+                if e.replaced is not None and e.decision is Decision.ADMITTED
+                else ""
+            ),
         )
 
 

@@ -290,6 +290,7 @@ class FlavorAssigner:
         last_assignment: AssignmentState | None,
         scheduling_cycle: int,
         nomination_mapping: Mapping[str, Mapping[str, str]] | None = None,
+        slice_flavors: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.info = info
         self.cq = cq
@@ -299,6 +300,9 @@ class FlavorAssigner:
         self.last_assignment = last_assignment
         self.scheduling_cycle = scheduling_cycle
         self.nomination_mapping = nomination_mapping or None
+        # A scale-up slice keeps the flavors of the slice it replaces (pod set name ->
+        # resource -> flavor); any other flavor is NoFit.
+        self.slice_flavors = slice_flavors
         preemption = cq.spec.preemption
         # Preempting while borrowing needs borrowWithinCohort, or fair sharing with a
         # reclaim policy; without it a borrowing request that does not fit is NoFit.
@@ -423,6 +427,11 @@ class FlavorAssigner:
                 reasons.append(f"flavor {flavor} not found")
                 attempts[flavor] = _Attempt(AssignmentMode.NO_FIT, REASON_NO_MATCHING_FLAVOR)
                 continue
+            mismatch = self._slice_flavor_mismatch(ps_name, covered, flavor)
+            if mismatch:
+                reasons.extend(mismatch)
+                attempts[flavor] = _Attempt(AssignmentMode.NO_FIT, REASON_NO_MATCHING_FLAVOR)
+                continue
             assigned: dict[str, tuple[AssignmentMode, int]] = {}
             representative = _BEST
             flavor_no_fit = ""
@@ -467,6 +476,20 @@ class FlavorAssigner:
         if best_mode.mode is _Granular.FIT:
             return chosen, None
         return chosen, reasons
+
+    def _slice_flavor_mismatch(
+        self, ps_name: str, covered: Sequence[tuple[str, int]], flavor: str
+    ) -> list[str]:
+        """Kueue's reasons when ``flavor`` is not the one the replaced slice holds."""
+        if self.slice_flavors is None:
+            return []
+        original = self.slice_flavors.get(ps_name, {})
+        return [
+            f"could not assign {flavor} flavor since the original workload is assigned: "
+            f"{original.get(resource, '')}"
+            for resource, _ in covered
+            if original.get(resource, "") != flavor
+        ][:1]
 
     def _fits_resource_quota(
         self, fr: FlavorResource, assumed: int, request: int

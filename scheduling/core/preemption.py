@@ -175,6 +175,9 @@ class Preemptor:
         self.strategies = tuple(strategies) or DEFAULT_FAIR_SHARING_STRATEGIES
         self.now = now
         self.requeuing_timestamp = requeuing_timestamp
+        # Preemptor key -> the workload slice it replaces: never one of its victims
+        # (Kueue keeps the old slice as a pseudo-target and drops it before issuing).
+        self.replaced_slices: dict[str, str] = {}
 
     # --- entry points -----------------------------------------------------------
 
@@ -251,6 +254,8 @@ class Preemptor:
         return key
 
     def _satisfies(self, ctx: _Ctx, candidate: WorkloadInfo, policy: str) -> bool:
+        if self.replaced_slices.get(ctx.preemptor.key) == candidate.key:
+            return False
         return satisfies_preemption_policy(
             ctx.preemptor.workload, candidate.workload, policy, self.requeuing_timestamp
         )
