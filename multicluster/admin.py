@@ -374,7 +374,8 @@ class PodAdmin(FaultInjectionMixin, SimulatedObjectAdmin):
     list_select_related = ["cluster", "job"]
     fields = readonly_fields = (
         "cluster", "namespace", "name", "job", "workload", "group", "pod_set", "requests",
-        "node_selector", "tolerations", "node_name", "phase", "ready", "reason", "message",
+        "node_selector", "tolerations", "scheduling_gates", "node_name", "phase", "ready",
+        "reason", "message",
         "fail", "created_at", "scheduled_at", "ready_at", "finish_at", "finished_at",
     )
     actions = ["fail_pods"]

@@ -211,6 +211,9 @@ class Pod(models.Model):
     requests = models.JSONField(default=dict, help_text='Per-pod requests, e.g. {"cpu": "1"}.')
     node_selector = models.JSONField(default=dict, blank=True)
     tolerations = models.JSONField(default=list, blank=True)
+    # spec.schedulingGates (names): the scheduler leaves a gated pod alone until every gate
+    # is removed (Kueue gates the pods of elastic jobs beyond the admitted count).
+    scheduling_gates = models.JSONField(default=list, blank=True)
     node_name = models.CharField(max_length=253, blank=True, db_index=True)
     phase = models.CharField(max_length=16, choices=PodPhase.choices, default=PodPhase.PENDING)
     ready = models.BooleanField(default=False)
@@ -238,3 +241,8 @@ class Pod(models.Model):
     @property
     def terminal(self) -> bool:
         return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+    @property
+    def gated(self) -> bool:
+        """The pod still has scheduling gates (``kubectl get pod`` shows SchedulingGated)."""
+        return bool(self.scheduling_gates)

@@ -33,7 +33,7 @@ from django.db.models.functions import RowNumber
 
 from kueueweb import live, reconcile
 from scheduling import conditions as cond
-from scheduling import metrics, snapshots
+from scheduling import jobs, metrics, snapshots
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core.cycle import (
     CyclePolicy,
@@ -149,6 +149,7 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
             cluster_queue=row["local_queue__cluster_queue__name"],
             last_assignment=_assignment_state(row["scheduler_state"]),
             is_preemptor=row["preempting"],
+            replaces=(row["annotations"] or {}).get(jobs.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION) or None,
         )
         for row in head_rows
     ]
@@ -225,7 +226,7 @@ def select_heads(cluster_id: int, *, now: datetime) -> list[dict[str, Any]]:
             )
         )
         .filter(rank=1)
-        .values(*snapshots.WORKLOAD_FIELDS, "local_queue__cluster_queue__name")
+        .values(*snapshots.WORKLOAD_FIELDS, "annotations", "local_queue__cluster_queue__name")
     )
     return list(ranked)
 
@@ -328,6 +329,8 @@ def _reserve_quota(
     )
     if updated != 1:
         return False  # changed since the snapshot; the next cycle looks again
+    if head.replaced_slice:
+        _replace_slice(cluster_id, row, head, now=now, events=events)
     waited = (now - (row["queued_at"] or row["created_at"])).total_seconds()
     events.append(_event(cluster_id, row, "QuotaReserved",
                          f"Quota reserved in ClusterQueue {cq_name}, wait time since queued "
@@ -343,6 +346,37 @@ def _reserve_quota(
         metrics.admitted(cq_name, priority_class, waited, 0.0, local_queue=local_queue,
                          cluster_id=cluster_id)
     return True
+
+
+def _replace_slice(
+    cluster_id: int, row: Mapping[str, Any], head: HeadResult, *, now: datetime,
+    events: list[Event],
+) -> None:
+    """The scale-up slice holds the quota now: the slice it replaces finishes
+    (``WorkloadSliceReplaced``) in the same transaction, and its MultiKueue placement
+    passes on (Kueue ``replaceWorkloadSlice``). If the old slice changed meanwhile (it was
+    evicted and released), there is nothing left to replace."""
+    namespace, _, name = head.replaced_slice.partition("/")
+    old = Workload.objects.filter(cluster_id=cluster_id, namespace=namespace, name=name,
+                                  phase__in=_RESERVED).first()
+    if old is None:
+        return
+    message = (f"Replaced to accommodate a workload (UID: {row['uid']}, JobUID: "
+               f"{(row.get('labels') or {}).get(jobs.JOB_UID_LABEL, '')}) due to workload slice "
+               "aggregation")
+    conditions = cond.set_condition(old.conditions, "Finished", True, jobs.WORKLOAD_SLICE_REPLACED, message,
+                                    now=now)
+    replaced = Workload.objects.filter(pk=old.pk, resource_version=old.resource_version).update(
+        phase=WorkloadPhase.FINISHED, conditions=conditions, preempting=False,
+        resource_version=F("resource_version") + 1,
+    )
+    if replaced != 1:
+        return
+    if old.cluster_name:
+        Workload.objects.filter(pk=row["id"]).update(cluster_name=old.cluster_name)
+    events.append(_event(cluster_id, {"id": old.pk, "namespace": old.namespace,
+                                      "name": old.name}, jobs.WORKLOAD_SLICE_REPLACED, message, now=now))
+    metrics.replaced_workload_slice(head.cluster_queue, cluster_id=cluster_id)
 
 
 def _record_pending(
@@ -464,7 +498,8 @@ def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
         Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED), "Evicted", "True"
     ).filter(Q(job__isnull=True) | Q(job__suspend=True))
     rows = list(evicted.values("id", "namespace", "name", "conditions", "resource_version",
-                               "cluster_queue_id", "active", "created_at", "requeue_at"))
+                               "cluster_queue_id", "active", "created_at", "requeue_at",
+                               "job_id"))
     released = 0
     freed_queues: set[int] = set()
     with transaction.atomic():
@@ -493,6 +528,8 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
     eviction time for PodsReadyTimeout and AdmissionCheck evictions (``requeuingStrategy
     timestamp: Eviction``).
     """
+    if _replaced_on_release(cluster_id, row, now=now):
+        return True
     evicted = cond.find(row["conditions"], "Evicted") or {}
     reason = evicted_reason = evicted.get("reason", "Preempted")
     evicted_at = cond.parse_timestamp(evicted.get("lastTransitionTime")) or now
@@ -546,6 +583,33 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
            now=now).save()
     return True
 
+
+
+def _replaced_on_release(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> bool:
+    """An evicted slice with a scale-up slice waiting to replace it is not requeued: it
+    finishes (``WorkloadSliceReplaced``) and the waiting slice, which asks for the job's
+    full size, is scheduled like any workload (Kueue ``normalizeActiveSlices``)."""
+    if not row.get("job_id"):
+        return False
+    key = f"{row['namespace']}/{row['name']}"
+    waiting = any(
+        (annotations or {}).get(jobs.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION) == key
+        for annotations in Workload.objects.filter(
+            job_id=row["job_id"], phase=WorkloadPhase.PENDING).values_list("annotations",
+                                                                            flat=True)
+    )
+    if not waiting:
+        return False
+    message = "Replaced to accommodate a new workload slice"
+    conditions = cond.set_condition(row["conditions"], "Finished", True,
+                                    jobs.WORKLOAD_SLICE_REPLACED, message, now=now)
+    updated = Workload.objects.filter(
+        pk=row["id"], resource_version=row["resource_version"]
+    ).update(phase=WorkloadPhase.FINISHED, conditions=conditions, preempting=False,
+             resource_version=F("resource_version") + 1)
+    if updated == 1:
+        _event(cluster_id, row, jobs.WORKLOAD_SLICE_REPLACED, message, now=now).save()
+    return updated == 1
 
 
 def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now: datetime) -> None:

@@ -48,6 +48,9 @@ PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 WORKLOAD_SLICE_NAME_ANNOTATION = "kueue.x-k8s.io/workload-slice-name"
+WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION = "kueue.x-k8s.io/workload-slice-replacement-for"
+# Finished reason of a slice replaced by its scale-up successor.
+WORKLOAD_SLICE_REPLACED = "WorkloadSliceReplaced"
 JOB_MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
 PROVREQ_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
@@ -154,7 +157,7 @@ def _django_message(validator: Callable[[str], None], value: str) -> str | None:
     return None
 
 
-def _int_value(
+def int_value(
     value: Any, path: str, errors: list[FieldError], *, minimum: int | None = None
 ) -> int | None:
     """An int32 field; ``None`` (and an error) when it is not one."""
@@ -454,6 +457,12 @@ def pod_set_total_requests(pod_set: Mapping[str, Any]) -> dict[str, str]:
 # --- Jobs ----------------------------------------------------------------------------------
 
 
+def job_generation(manifest: Mapping[str, Any]) -> int:
+    """``metadata.generation``: 1 for a new Job, bumped on every spec change."""
+    value = (manifest.get("metadata") or {}).get("generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
 def job_pods_count(spec: Mapping[str, Any]) -> int:
     """min(parallelism, completions), with Kubernetes' default parallelism of 1."""
     parallelism = spec.get("parallelism")
@@ -500,7 +509,7 @@ def validate_job_manifest(
                 "ttlSecondsAfterFinished"):
         if spec.get(key) is not None:
             minimum = 1 if key == "activeDeadlineSeconds" else 0
-            if _int_value(spec[key], f"spec.{key}", errors, minimum=minimum) is None:
+            if int_value(spec[key], f"spec.{key}", errors, minimum=minimum) is None:
                 counts_valid = counts_valid and key not in ("parallelism", "completions")
     completion_mode = spec.get("completionMode", "NonIndexed")
     if completion_mode not in _COMPLETION_MODES:
@@ -633,6 +642,7 @@ def default_job_manifest(
     metadata["name"] = name
     metadata["namespace"] = namespace
     metadata["uid"] = uid
+    metadata["generation"] = 1  # the API server's, whatever the client sent
     labels = dict(metadata.get("labels") or {})
     for key, value in (default_labels or {}).items():
         labels.setdefault(key, value)
@@ -669,14 +679,16 @@ def workload_for_job(
     (less the job controller's labels); minCount from the min-parallelism annotation (dropped
     without PartialAdmission); labels in ``label_keys_to_copy`` plus the job-uid label;
     provisioning-request annotations passed through; elastic jobs are named with their
-    generation (1 for a new Job) and annotated as the first slice of their chain.
+    generation (1 for a new Job), so each scale-up slice gets a new name, and annotated as
+    the first slice of their chain (the scale service re-annotates later slices).
     """
     metadata = manifest["metadata"]
     labels: Mapping[str, str] = metadata.get("labels") or {}
     annotations: Mapping[str, str] = metadata.get("annotations") or {}
     spec = manifest["spec"]
     elastic = is_elastic(annotations, slices_enabled=slices_enabled)
-    name = workload_name_for_owner(metadata["name"], metadata["uid"], extra="1" if elastic else "")
+    generation = str(job_generation(manifest)) if elastic else ""
+    name = workload_name_for_owner(metadata["name"], metadata["uid"], extra=generation)
 
     template = copy.deepcopy(spec["template"])
     template_labels = (template.get("metadata") or {}).get("labels")
@@ -763,11 +775,11 @@ def _validate_pod_sets(
         elif name in names:
             errors.append(FieldError(f"{ppath}.name", f"duplicate pod set name {name!r}"))
         names.add(str(name))
-        count = _int_value(pod_set.get("count", 1), f"{ppath}.count", errors, minimum=1)
+        count = int_value(pod_set.get("count", 1), f"{ppath}.count", errors, minimum=1)
         normalized: dict[str, Any] = {"name": name, "count": count}
         if pod_set.get("minCount") is not None:
             with_min_count += 1
-            min_count = _int_value(pod_set["minCount"], f"{ppath}.minCount", errors, minimum=1)
+            min_count = int_value(pod_set["minCount"], f"{ppath}.minCount", errors, minimum=1)
             if min_count is not None and count is not None and min_count > count:
                 errors.append(FieldError(f"{ppath}.minCount",
                                          "minCount should be positive and less or equal to count"))
@@ -797,7 +809,7 @@ def priority_request(spec: Mapping[str, Any]) -> tuple[PriorityRequest, list[Fie
     errors: list[FieldError] = []
     priority = None
     if spec.get("priority") is not None:
-        priority = _int_value(spec["priority"], "spec.priority", errors, minimum=-(2**31))
+        priority = int_value(spec["priority"], "spec.priority", errors, minimum=-(2**31))
     ref = spec.get("priorityClassRef")
     if ref is not None:
         if not isinstance(ref, Mapping):
@@ -882,7 +894,7 @@ def validate_workload_spec(
         errors.append(FieldError("spec.active", "must be a boolean"))
     max_exec = None
     if spec.get("maximumExecutionTimeSeconds") is not None:
-        max_exec = _int_value(spec["maximumExecutionTimeSeconds"],
+        max_exec = int_value(spec["maximumExecutionTimeSeconds"],
                               "spec.maximumExecutionTimeSeconds", errors, minimum=1)
     if errors:
         return None, errors

@@ -195,7 +195,7 @@ def release_stopped(wl: Workload, *, now: datetime) -> bool:
     row = {"id": wl.pk, "conditions": wl.conditions, "resource_version": wl.resource_version,
            "cluster_queue_id": wl.cluster_queue_id, "active": wl.active,
            "created_at": wl.created_at, "requeue_at": wl.requeue_at,
-           "namespace": wl.namespace, "name": wl.name}
+           "namespace": wl.namespace, "name": wl.name, "job_id": wl.job_id}
     if not admission.release_quota(domain_of(wl), row, now=now):
         return False
     if wl.cluster_queue_id is not None:
@@ -473,8 +473,12 @@ def sync_job_status(wl: Workload, report: JobReport, *, now: datetime,
 
 
 def finish(wl: Workload, reason: str, message: str, *, now: datetime,
-           events: list[Event]) -> bool:
-    """Finished=True: the workload leaves its queue and its quota is released at once."""
+           events: list[Event], siblings: bool = True) -> bool:
+    """Finished=True: the workload leaves its queue and its quota is released at once.
+
+    The job's other workloads that are not finished (an elastic job's scale-up slice still
+    waiting for quota) finish with it: they must not be admitted for a job that is done.
+    """
     conditions = cond.set_condition(wl.conditions, "Finished", True, reason, message, now=now)
     queue_id = wl.cluster_queue_id if wl.phase in _RESERVED else None
     since = _admitted_since(wl)
@@ -490,6 +494,10 @@ def finish(wl: Workload, reason: str, message: str, *, now: datetime,
                      local_queue=_local_queue_key(wl), cluster_id=domain_of(wl))
     if queue_id is not None:
         admission.on_quota_released(domain_of(wl), [queue_id], now=now)
+    if siblings and wl.job_id is not None:
+        for other in Workload.objects.filter(job_id=wl.job_id).exclude(
+                phase=WorkloadPhase.FINISHED).exclude(pk=wl.pk):
+            finish(other, reason, message, now=now, events=events, siblings=False)
     return True
 
 

@@ -38,7 +38,7 @@ class ConflictError(Exception):
     """The object exists already, or changed since it was read (HTTP 409 in the API)."""
 
 
-def _invalid(errors: list[FieldError]) -> ValidationError:
+def invalid(errors: list[FieldError]) -> ValidationError:
     return ValidationError(errors_to_dict(errors))
 
 
@@ -77,25 +77,25 @@ def _resolve_priority(
         return request.class_name, request.source, request.priority or 0
     wpc = WorkloadPriorityClass.objects.filter(cluster=cluster, name=request.class_name).first()
     if wpc is None:
-        raise _invalid([FieldError(
+        raise invalid([FieldError(
             path, f"WorkloadPriorityClass {request.class_name!r} not found in cluster "
             f"{cluster.name!r}",
         )])
     if request.priority is not None and request.priority != wpc.value:
-        raise _invalid([FieldError(
+        raise invalid([FieldError(
             explicit_path, f"must equal the value of WorkloadPriorityClass "
             f"{request.class_name!r} ({wpc.value}), or be omitted",
         )])
     return wpc.name, request.source, wpc.value
 
 
-def _local_queue(cluster: Cluster, namespace: str, queue_name: str) -> LocalQueue | None:
+def local_queue_for(cluster: Cluster, namespace: str, queue_name: str) -> LocalQueue | None:
     if not queue_name:
         return None
     return LocalQueue.objects.filter(cluster=cluster, namespace=namespace, name=queue_name).first()
 
 
-def _save_new_workload(workload: Workload) -> Workload:
+def save_new_workload(workload: Workload) -> Workload:
     """Insert a pending workload queued at its creation time (Kueue orders by creation)."""
     workload.save()
     Workload.objects.filter(pk=workload.pk).update(queued_at=workload.created_at)
@@ -134,7 +134,7 @@ def submit_job(
     slices_enabled = bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"])
     errors = jobs.validate_job_manifest(manifest, namespace=namespace, slices_enabled=slices_enabled)
     if errors:
-        raise _invalid(errors)
+        raise invalid(errors)
     metadata = manifest["metadata"]
     labels: Mapping[str, str] = metadata.get("labels") or {}
     try:
@@ -167,7 +167,7 @@ def _job_default_labels(labels: Mapping[str, str], cluster: Cluster, namespace: 
         if not LocalQueue.objects.filter(
             cluster=cluster, namespace=namespace, name=jobs.DEFAULT_LOCAL_QUEUE_NAME
         ).exists():
-            raise _invalid([FieldError(
+            raise invalid([FieldError(
                 jobs.label_path(jobs.QUEUE_NAME_LABEL),
                 "is required: name the LocalQueue to submit to (there is no LocalQueue "
                 f"{jobs.DEFAULT_LOCAL_QUEUE_NAME!r} in namespace {namespace!r} to default to)",
@@ -209,13 +209,13 @@ def _create_job_workload(
     if Workload.objects.filter(cluster=job.cluster, namespace=job.namespace, name=draft.name).exists():
         raise ConflictError(f'workloads.kueue.x-k8s.io "{draft.name}" already exists')
     class_name, class_source, value = priority
-    workload = _save_new_workload(Workload(
+    workload = save_new_workload(Workload(
         cluster=job.cluster,
         namespace=job.namespace,
         name=draft.name,
         job=job,
         queue_name=draft.queue_name,
-        local_queue=_local_queue(job.cluster, job.namespace, draft.queue_name),
+        local_queue=local_queue_for(job.cluster, job.namespace, draft.queue_name),
         priority_class_name=class_name,
         priority_class_source=class_source,
         priority=value,
@@ -274,7 +274,7 @@ def create_workload(
     values, spec_errors = jobs.validate_workload_spec(spec, elastic=elastic)
     errors.extend(spec_errors)
     if errors or values is None:
-        raise _invalid(errors)
+        raise invalid(errors)
     try:
         with transaction.atomic():
             class_name, class_source, priority = _resolve_priority(
@@ -284,12 +284,12 @@ def create_workload(
             if Workload.objects.filter(cluster=domain, namespace=namespace, name=name).exists():
                 raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists')
             admission.request_admission(domain.pk)
-            return _save_new_workload(Workload(
+            return save_new_workload(Workload(
                 cluster=domain,
                 namespace=namespace,
                 name=name,
                 queue_name=values.queue_name,
-                local_queue=_local_queue(domain, namespace, values.queue_name),
+                local_queue=local_queue_for(domain, namespace, values.queue_name),
                 priority_class_name=class_name,
                 priority_class_source=class_source,
                 priority=priority,
@@ -313,7 +313,7 @@ def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:
     meanwhile. Raises ValidationError by field path.
     """
     if not isinstance(patch, Mapping):
-        raise _invalid([FieldError("body", "must be an object")])
+        raise invalid([FieldError("body", "must be an object")])
     errors = _metadata_patch_errors(workload, patch.get("metadata"))
     spec_patch = patch.get("spec")
     if spec_patch is not None and not isinstance(spec_patch, Mapping):
@@ -347,12 +347,12 @@ def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:
         errors.extend(queue_errors)
         changes["queue_name"] = queue_name
         if not queue_errors:
-            changes["local_queue"] = _local_queue(workload.cluster, workload.namespace, queue_name)
+            changes["local_queue"] = local_queue_for(workload.cluster, workload.namespace, queue_name)
 
     request, priority_errors = jobs.priority_request(merged)
     errors.extend(priority_errors)
     if errors:
-        raise _invalid(errors)
+        raise invalid(errors)
     priority = _resolve_priority(
         request, cluster=workload.cluster, path=jobs.priority_class_path(merged),
         explicit_path="spec.priority",
@@ -362,7 +362,7 @@ def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:
             path = "spec.priorityClassRef" if priority[:2] != (
                 workload.priority_class_name, workload.priority_class_source) else "spec.priority"
             field_name = path.removeprefix("spec.")
-            raise _invalid([FieldError(path, f"{field_name} is immutable while workload quota "
+            raise invalid([FieldError(path, f"{field_name} is immutable while workload quota "
                                        "reserved")])
         changes["priority_class_name"], changes["priority_class_source"], changes["priority"] = (
             priority)
@@ -448,12 +448,12 @@ def evict_workload(
         if locked is None:
             raise ConflictError(f'workloads.kueue.x-k8s.io "{workload.name}" not found')
         if not has_quota_reservation(locked) or locked.cluster_queue_id is None:
-            raise _invalid([FieldError(
+            raise invalid([FieldError(
                 "status.admission", "the workload holds no quota: only an admitted workload "
                 "(or one with quota reserved) can be evicted")])
         if any(c.get("type") == "Evicted" and c.get("status") == "True"
                for c in locked.conditions or ()):
-            raise _invalid([FieldError("status.conditions", "the workload is already being "
+            raise invalid([FieldError("status.conditions", "the workload is already being "
                                        "evicted")])
         events: list[Event] = []
         if not lifecycle.evict(locked, "EvictedByUser", f"Evicted by {username}", now=now,

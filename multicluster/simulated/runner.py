@@ -16,9 +16,22 @@ reconciler, in order:
 4. **report** each job's status (active, ready, succeeded, failed, Complete / Failed after
    ``backoffLimit`` failures), create replacement pods as the Job controller does, and feed
    the status to the workload lifecycle (PodsReady, dynamic reclaim, Finished);
+   **elastic jobs** (``kueue.x-k8s.io/elastic-job``, §7 workload slices) run on their
+   current slice (``scheduling.elastic.current_slice``: the admitted one while a scale-up
+   slice waits) and follow ``spec.parallelism``: the Job controller keeps
+   min(parallelism, pods still to succeed) pods, of which at most the slice's admitted
+   count (lowered in place by a scale-down) run; the others wait with the scheduling gate
+   ``kueue.x-k8s.io/elastic-job`` (Pending, SchedulingGated). When a new slice is admitted
+   the gated pods are ungated (Kueue's elastic job ungater: lowest names first) and the
+   job's pods and pod groups move to the new slice; on a scale-down the excess pods are
+   deleted as the Job controller does (gated and unbound first, then not ready, then the
+   most recently started; event ``SuccessfulDelete``). Parallelism 0 runs no pods and does
+   not complete the job. The job status counts gated pods as active; the workload
+   lifecycle sees the ungated ones only;
 5. **schedule** waiting pods: a gang binds only when ``minCount`` of its pods fit at once,
    otherwise it waits and its attempt is rejected after the gang scheduling timeout
-   (5 minutes) and retried; replacement pods are placed one by one.
+   (5 minutes) and retried; replacement and ungated pods are placed one by one; gated pods
+   are never placed.
 
 The pass runs in one transaction holding the cluster's row lock, so two workers never run
 one cluster at once; it returns when it next needs to run (a pod becoming ready, a gang
@@ -44,7 +57,7 @@ from multicluster.core import placement
 from multicluster.core.pods import run_seconds
 from multicluster.models import Cluster, Node, Pod, PodGroup
 from scheduling import conditions as cond
-from scheduling import jobs, lifecycle
+from scheduling import elastic, jobs, lifecycle
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.quantities import quantity_to_int
 from scheduling.models import Event, Job, ResourceFlavor, Workload
@@ -54,6 +67,10 @@ logger = logging.getLogger(__name__)
 SYNC_TASK = "multicluster.tasks.sync_cluster_task"
 DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 Job spec.backoffLimit default
 _ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING)
+_RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
+# A gated pod's PodScheduled condition (Kubernetes' pod strategy, PodReasonSchedulingGated).
+GATED_REASON = "SchedulingGated"
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 
 @dataclass(frozen=True)
@@ -145,10 +162,38 @@ def _job_finished(job: Job) -> bool:
                for c in (job.status or {}).get("conditions", ()))
 
 
-def _current_workload(job: Job) -> Workload | None:
-    """The job's workload that is not finished (a job has one, or its slices' newest)."""
-    candidates = [wl for wl in job.workloads.all() if wl.phase != WorkloadPhase.FINISHED]
-    return max(candidates, key=lambda wl: wl.pk) if candidates else None
+def _is_elastic(job: Job) -> bool:
+    """The job scales through workload slices (annotation and ElasticJobsViaWorkloadSlices)."""
+    config: dict[str, Any] = settings.KUEUEWEB
+    annotations = (job.manifest.get("metadata") or {}).get("annotations") or {}
+    return jobs.is_elastic(annotations,
+                           slices_enabled=bool(config["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
+
+
+def _parallelism(spec: Mapping[str, Any]) -> int:
+    """spec.parallelism, Kubernetes' default 1 (0 is allowed: no pods)."""
+    value = spec.get("parallelism")
+    return 1 if value is None else max(int(value), 0)
+
+
+def _wanted_pods(spec: Mapping[str, Any], succeeded: int) -> int:
+    """The pods the Job controller keeps: min(parallelism, pods still to succeed), where
+    the simulator counts ``parallelism`` completions when ``completions`` is unset."""
+    parallelism = _parallelism(spec)
+    completions = spec.get("completions")
+    target = parallelism if completions is None else int(completions)
+    return max(min(parallelism, target - succeeded), 0)
+
+
+def _allowed_pods(wl: Workload) -> int:
+    """The pods a slice lets run: per pod set min(admitted count, current pod set count); a
+    scale-down lowers the pod set count in place and leaves ``admission`` as it was."""
+    counts = elastic.pod_set_counts(wl.pod_sets or [])
+    total = 0
+    for assignment in (wl.admission or {}).get("podSetAssignments", ()):
+        admitted = int(assignment.get("count", 0))
+        total += min(admitted, counts.get(str(assignment.get("name", "main")), admitted))
+    return total
 
 
 def _should_run(wl: Workload | None) -> bool:
@@ -173,7 +218,8 @@ def _stop_jobs(cluster: Cluster, *, now: datetime, events: list[Event],
     for job in running:
         if _job_finished(job):
             continue
-        wl = _current_workload(job)
+        workloads = list(job.workloads.all())
+        wl = elastic.current_slice(workloads)
         if _should_run(wl):
             continue
         Pod.objects.filter(job=job, phase__in=_ACTIVE_PHASES).delete()
@@ -185,14 +231,21 @@ def _stop_jobs(cluster: Cluster, *, now: datetime, events: list[Event],
             now=now)
         _set_suspend(job, True, status)
         outcome.stopped.append(f"{job.namespace}/{job.name}")
+        # The evicted workloads that still hold quota get it back now that the pods are
+        # gone. A job has one; an elastic job whose admitted slice was evicted while a
+        # scale-up slice waited has the evicted slice, and current_slice is the waiting one.
+        releasing = [w for w in elastic.not_finished(workloads)
+                     if w.phase in _RESERVED and cond.find(w.conditions, "Evicted")]
+        if releasing and (wl is None or wl not in releasing):
+            wl = releasing[-1]
         if wl is None:
             continue
         evicted = cond.find(wl.conditions, "Evicted") or {}
         events.append(lifecycle.workload_event(
             wl, "Stopped", str(evicted.get("message") or "The workload is not admitted"),
             now=now, kind="Job"))
-        if wl.phase in (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED) and evicted:
-            lifecycle.release_stopped(wl, now=now)
+        for w in releasing:
+            lifecycle.release_stopped(w, now=now)
 
 
 def _flavor_placement(cluster: Cluster, admission: Mapping[str, Any]) -> dict[str, Any]:
@@ -225,6 +278,11 @@ def _start_jobs(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
         assert job is not None
         if cond.is_true(wl.conditions, "Evicted") or _job_finished(job):
             continue
+        elastic_job = _is_elastic(job)
+        if elastic_job:
+            current = elastic.current_slice(job.workloads.all())
+            if current is None or current.pk != wl.pk:
+                continue  # an older slice still admitted: the job runs on the newest
         admission = wl.admission or {}
         succeeded = int((job.status or {}).get("succeeded", 0))
         spec = job.manifest.get("spec", {})
@@ -235,8 +293,14 @@ def _start_jobs(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
             name = assignment.get("name", "main")
             admitted_count = int(assignment.get("count", 0))
             pod_set = pod_sets.get(name, {})
-            remaining = admitted_count if completions is None else max(
-                min(admitted_count, int(completions) - succeeded), 0)
+            if elastic_job:
+                # The pods the slice lets run (a scale-down lowered the pod set count); the
+                # rest of the job's parallelism waits gated (``_reconcile_elastic``).
+                admitted_count = min(admitted_count, int(pod_set.get("count", admitted_count)))
+                remaining = min(admitted_count, _wanted_pods(spec, succeeded))
+            else:
+                remaining = admitted_count if completions is None else max(
+                    min(admitted_count, int(completions) - succeeded), 0)
             if remaining <= 0:
                 continue
             min_count = pod_set.get("minCount") or admitted_count
@@ -261,7 +325,9 @@ def _start_jobs(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
 
 def _create_pods(cluster: Cluster, job: Job, wl: Workload, pod_set: Mapping[str, Any],
                  count: int, *, group: PodGroup | None, labels: Mapping[str, str],
-                 tolerations: Sequence[Mapping[str, Any]], now: datetime) -> None:
+                 tolerations: Sequence[Mapping[str, Any]], now: datetime,
+                 gates: Sequence[str] = ()) -> list[Pod]:
+    """Create ``count`` pods of ``pod_set`` (with scheduling ``gates``: SchedulingGated)."""
     template = pod_set.get("template") or {}
     pod_spec = template.get("spec") or {}
     selector = {**(pod_spec.get("nodeSelector") or {}), **labels}
@@ -279,8 +345,10 @@ def _create_pods(cluster: Cluster, job: Job, wl: Workload, pod_set: Mapping[str,
             cluster=cluster, namespace=job.namespace, name=name, job=job, workload=wl,
             group=group, pod_set=pod_set.get("name", "main"), requests=requests,
             node_selector=selector, tolerations=all_tolerations, created_at=now,
+            scheduling_gates=list(gates), reason=GATED_REASON if gates else "",
+            message=GATED_MESSAGE if gates else "",
         ))
-    Pod.objects.bulk_create(pods)
+    return Pod.objects.bulk_create(pods)
 
 
 # =========================================================================================
@@ -383,9 +451,12 @@ def _template_of(pod: Pod) -> Mapping[str, Any]:
 
 def _schedule(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
               events: list[Event], outcome: SyncOutcome) -> None:
-    """Place waiting pods: unbound gangs first (oldest first), then single pods."""
-    waiting = list(Pod.objects.filter(cluster=cluster, phase=PodPhase.PENDING, node_name="")
-                   .select_related("group", "job", "workload").order_by("created_at", "id"))
+    """Place waiting pods: unbound gangs first (oldest first), then single pods. Pods with
+    scheduling gates wait until the gates are removed."""
+    waiting = [pod for pod in Pod.objects.filter(cluster=cluster, phase=PodPhase.PENDING,
+                                                 node_name="")
+               .select_related("group", "job", "workload").order_by("created_at", "id")
+               if not pod.gated]
     if not waiting:
         return
     nodes = _node_infos(cluster)
@@ -434,8 +505,8 @@ def _schedule(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
 
 def _report(cluster: Cluster, *, now: datetime, events: list[Event],
             outcome: SyncOutcome) -> None:
-    """Compute each running job's status, replace finished or failed pods, finish the job,
-    and tell the workload lifecycle."""
+    """Compute each running job's status, replace finished or failed pods (elastic jobs:
+    follow the admitted slice), finish the job, and tell the workload lifecycle."""
     running = list(Job.objects.filter(cluster=cluster, suspend=False)
                    .prefetch_related("workloads"))
     if not running:
@@ -452,57 +523,182 @@ def _report(cluster: Cluster, *, now: datetime, events: list[Event],
     for job in running:
         if _job_finished(job):
             continue
-        wl = _current_workload(job)
+        wl = elastic.current_slice(job.workloads.all())
         if not _should_run(wl):
             continue
         assert wl is not None
-        c = counts[job.pk]
-        spec = job.manifest.get("spec", {})
-        admitted = sum(int(ps.get("count", 0))
-                       for ps in (wl.admission or {}).get("podSetAssignments", ()))
-        completions = spec.get("completions")
-        target = admitted if completions is None else int(completions)
-        backoff_limit = spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)
-        active = c[PodPhase.PENDING] + c[PodPhase.RUNNING]
-        succeeded, failed = c[PodPhase.SUCCEEDED], c[PodPhase.FAILED]
-        status = dict(job.status or {})
-        finished: tuple[str, str] | None = None
-        if failed > int(backoff_limit):
-            Pod.objects.filter(job=job, phase__in=_ACTIVE_PHASES).delete()
-            active = 0
-            message = "Job has reached the specified backoff limit"
-            status["conditions"] = cond.set_condition(
-                status.get("conditions", []), "Failed", True, "BackoffLimitExceeded", message,
-                now=now)
-            finished = ("Failed", message)
-        elif succeeded >= target:
-            status["completionTime"] = cond.timestamp(now)
-            status["conditions"] = cond.set_condition(
-                status.get("conditions", []), "Complete", True, "", "", now=now)
-            finished = ("Succeeded", "Job finished successfully")
+        if _is_elastic(job):
+            status, report = _reconcile_elastic(cluster, job, wl, now=now, events=events)
         else:
-            missing = min(admitted, target - succeeded) - active
-            if missing > 0:
-                labels, tolerations = _flavor_placement(cluster, wl.admission or {}).get(
-                    "main", ({}, []))
-                pod_set = wl.pod_sets[0] if wl.pod_sets else {"name": "main"}
-                _create_pods(cluster, job, wl, pod_set, missing, group=None, labels=labels,
-                             tolerations=tolerations, now=now)
-                active += missing
-        status.update(active=active, ready=c["ready"] if not finished else 0,
-                      succeeded=succeeded, failed=failed)
+            status, report = _reconcile_job(cluster, job, wl, counts[job.pk], now=now)
         if status != job.status:
             job.status = status
             job.save(update_fields=["status", "resource_version", "updated_at"])
-        report = lifecycle.JobReport(
-            parallelism=admitted, completions=None if completions is None else int(completions),
-            active=active, ready=c["ready"], succeeded=succeeded, failed=failed,
-            finished=finished,
-        )
         if not lifecycle.sync_job_status(wl, report, now=now, events=events):
             outcome.due(now)
-        elif finished:
+        elif report.finished:
             outcome.finished.append(f"{job.namespace}/{job.name}")
+
+
+def _reconcile_job(cluster: Cluster, job: Job, wl: Workload, c: Mapping[str, int], *,
+                   now: datetime) -> tuple[dict[str, Any], lifecycle.JobReport]:
+    """A job of fixed size: replace terminated pods up to the admitted count, then finish
+    once ``completions`` (else the admitted count) pods succeeded or too many failed."""
+    spec = job.manifest.get("spec", {})
+    admitted = sum(int(ps.get("count", 0))
+                   for ps in (wl.admission or {}).get("podSetAssignments", ()))
+    completions = spec.get("completions")
+    target = admitted if completions is None else int(completions)
+    backoff_limit = spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)
+    active = c[PodPhase.PENDING] + c[PodPhase.RUNNING]
+    succeeded, failed = c[PodPhase.SUCCEEDED], c[PodPhase.FAILED]
+    status = dict(job.status or {})
+    finished: tuple[str, str] | None = None
+    if failed > int(backoff_limit):
+        Pod.objects.filter(job=job, phase__in=_ACTIVE_PHASES).delete()
+        active = 0
+        status["conditions"], finished = _failed(status, now=now)
+    elif succeeded >= target:
+        status["completionTime"] = cond.timestamp(now)
+        status["conditions"], finished = _complete(status, now=now)
+    else:
+        missing = min(admitted, target - succeeded) - active
+        if missing > 0:
+            labels, tolerations = _flavor_placement(cluster, wl.admission or {}).get(
+                "main", ({}, []))
+            pod_set = wl.pod_sets[0] if wl.pod_sets else {"name": "main"}
+            _create_pods(cluster, job, wl, pod_set, missing, group=None, labels=labels,
+                         tolerations=tolerations, now=now)
+            active += missing
+    status.update(active=active, ready=c["ready"] if not finished else 0,
+                  succeeded=succeeded, failed=failed)
+    report = lifecycle.JobReport(
+        parallelism=admitted, completions=None if completions is None else int(completions),
+        active=active, ready=c["ready"], succeeded=succeeded, failed=failed,
+        finished=finished,
+    )
+    return status, report
+
+
+def _failed(status: Mapping[str, Any], *, now: datetime
+            ) -> tuple[list[dict[str, Any]], tuple[str, str]]:
+    message = "Job has reached the specified backoff limit"
+    conditions = cond.set_condition(status.get("conditions", []), "Failed", True,
+                                    "BackoffLimitExceeded", message, now=now)
+    return conditions, ("Failed", message)
+
+
+def _complete(status: Mapping[str, Any], *, now: datetime
+              ) -> tuple[list[dict[str, Any]], tuple[str, str]]:
+    conditions = cond.set_condition(status.get("conditions", []), "Complete", True, "", "",
+                                    now=now)
+    return conditions, ("Succeeded", "Job finished successfully")
+
+
+# =========================================================================================
+# Elastic jobs (workload slices)
+# =========================================================================================
+
+
+def _reconcile_elastic(cluster: Cluster, job: Job, wl: Workload, *, now: datetime,
+                       events: list[Event]) -> tuple[dict[str, Any], lifecycle.JobReport]:
+    """An elastic job runs on its current slice ``wl``: the Job controller keeps
+    min(parallelism, pods still to succeed) pods, of which the slice's admitted count run
+    and the rest wait gated; a scale-down deletes the excess, an admitted scale-up ungates.
+
+    Job status ``active`` counts the gated pods too (Kubernetes does); the report to the
+    workload lifecycle counts the pods the slice lets run.
+    """
+    _follow_slice(job, wl)
+    spec = job.manifest.get("spec", {})
+    pods = list(Pod.objects.filter(job=job).order_by("created_at", "id"))
+    succeeded = sum(p.phase == PodPhase.SUCCEEDED for p in pods)
+    failed = sum(p.phase == PodPhase.FAILED for p in pods)
+    active = [p for p in pods if p.phase in _ACTIVE_PHASES]
+    completions = spec.get("completions")
+    parallelism = _parallelism(spec)
+    target = parallelism if completions is None else int(completions)
+    backoff_limit = int(spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
+    allowed = _allowed_pods(wl)
+    status = dict(job.status or {})
+    finished: tuple[str, str] | None = None
+    if failed > backoff_limit:
+        Pod.objects.filter(pk__in=[p.pk for p in active]).delete()
+        active = []
+        status["conditions"], finished = _failed(status, now=now)
+    elif target > 0 and succeeded >= target:
+        # Parallelism 0 (without completions) keeps the job running with no pods.
+        Pod.objects.filter(pk__in=[p.pk for p in active]).delete()
+        active = []
+        status["completionTime"] = cond.timestamp(now)
+        status["conditions"], finished = _complete(status, now=now)
+    else:
+        active = _scale_pods(cluster, job, wl, active, wanted=_wanted_pods(spec, succeeded),
+                             allowed=allowed, now=now, events=events)
+    running = [p for p in active if not p.gated]
+    ready = sum(p.ready for p in running)
+    status.update(active=len(active), ready=ready if not finished else 0,
+                  succeeded=succeeded, failed=failed)
+    report = lifecycle.JobReport(
+        parallelism=allowed, completions=None if completions is None else int(completions),
+        active=len(running), ready=ready, succeeded=succeeded, failed=failed,
+        finished=finished,
+    )
+    return status, report
+
+
+def _follow_slice(job: Job, wl: Workload) -> None:
+    """After a slice replacement the job's pods and pod groups belong to the new slice."""
+    Pod.objects.filter(job=job).exclude(workload=wl).update(workload=wl)
+    PodGroup.objects.filter(job=job).exclude(workload=wl).update(workload=wl)
+
+
+def _removal_order(pods: Iterable[Pod]) -> list[Pod]:
+    """The order in which the Job controller deletes active pods when it has too many
+    (``controller.ActivePods``): unbound before bound, pending before running, not ready
+    before ready, ready for less time first, then the newest first."""
+    def key(pod: Pod) -> tuple[int, int, int, float, float]:
+        ready_since = pod.ready_at.timestamp() if pod.ready and pod.ready_at else 0.0
+        return (int(bool(pod.node_name)), int(pod.phase == PodPhase.RUNNING), int(pod.ready),
+                -ready_since, -pod.created_at.timestamp())
+    return sorted(pods, key=key)
+
+
+def _scale_pods(cluster: Cluster, job: Job, wl: Workload, active: list[Pod], *, wanted: int,
+                allowed: int, now: datetime, events: list[Event]) -> list[Pod]:
+    """Bring an elastic job's active pods to ``wanted``, at most ``allowed`` of them
+    ungated; returns the active pods afterwards."""
+    doomed = _removal_order(active)[:max(len(active) - wanted, 0)]
+    rest = [p for p in active if p not in doomed]
+    ungated = [p for p in rest if not p.gated]
+    extra = _removal_order(ungated)[:max(len(ungated) - allowed, 0)]
+    doomed += extra
+    if doomed:
+        Pod.objects.filter(pk__in=[p.pk for p in doomed]).delete()
+        events.extend(lifecycle.workload_event(wl, "SuccessfulDelete", f"Deleted pod: {p.name}",
+                                               now=now, kind="Job") for p in doomed)
+        rest = [p for p in rest if p not in extra]
+        ungated = [p for p in ungated if p not in extra]
+    # Kueue's elastic job ungater: at most allowed - ungated pods, lowest names first.
+    room = allowed - len(ungated)
+    opened = sorted((p for p in rest if p.gated), key=lambda p: p.name)[:max(room, 0)]
+    for pod in opened:
+        pod.scheduling_gates, pod.reason, pod.message = [], "", ""
+    if opened:
+        Pod.objects.bulk_update(opened, ["scheduling_gates", "reason", "message"])
+        room -= len(opened)
+    missing = wanted - len(rest)
+    if missing > 0:
+        labels, tolerations = _flavor_placement(cluster, wl.admission or {}).get(
+            "main", ({}, []))
+        pod_set = wl.pod_sets[0] if wl.pod_sets else {"name": "main"}
+        free = min(max(room, 0), missing)
+        for count, gates in ((free, ()), (missing - free, (elastic.ELASTIC_JOB_SCHEDULING_GATE,))):
+            if count > 0:
+                rest += _create_pods(cluster, job, wl, pod_set, count, group=None,
+                                     labels=labels, tolerations=tolerations, now=now,
+                                     gates=gates)
+    return rest
 
 
 def _sync_period() -> float:

@@ -386,7 +386,8 @@ def test_kueue_sample_job_becomes_one_pending_workload(
     assert job.namespace == "default"
     assert job.manifest == {
         **manifest,
-        "metadata": {**manifest["metadata"], "name": job.name, "uid": str(job.uid)},
+        "metadata": {**manifest["metadata"], "name": job.name, "uid": str(job.uid),
+                     "generation": 1},
     }
     assert workload.name == f"job-{job.name}-{sha1_hash('Job', 'batch', job.name, str(job.uid))}"
     assert workload.namespace == "default"
@@ -644,5 +645,6 @@ def test_manifest_is_stored_as_submitted(manager: Cluster) -> None:
 
     assert manifest == submitted
     assert job.manifest == {**submitted, "metadata": {
-        **submitted["metadata"], "namespace": "team-a", "uid": str(job.uid)}}
+        **submitted["metadata"], "namespace": "team-a", "uid": str(job.uid),
+        "generation": 1}}
 

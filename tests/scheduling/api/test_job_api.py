@@ -68,6 +68,7 @@ def test_submit_json_answers_with_the_manifest_and_status(
             **manifest()["metadata"],
             "namespace": "team-a",
             "uid": str(job.uid),
+            "generation": 1,
             "resourceVersion": "1",
             "creationTimestamp": iso(job.created_at),
             "cluster": "manager",
