@@ -173,14 +173,17 @@ def test_demo_creates_clusters_quotas_queues_and_jobs(manager: Cluster) -> None:
         domain = _domain(workers[name])
         assert len(domain["nodes"]) == nodes  # type: ignore[arg-type]
         assert domain["local_queues"] == [("research", "multikueue-queue", "cluster-queue")]
-    # and jobs were submitted, each with its workload, Kueue's sample job among them
+    # and jobs were submitted, each with its workload, Kueue's sample job and its elastic
+    # sample-scalable-job among them
     jobs = sorted(Job.objects.values_list("namespace", "name"))
-    assert len(jobs) == 8
-    assert [j for j in jobs if j[0] == "default"][0][1].startswith("sample-job-")
+    assert len(jobs) == 9
+    default = [name for ns, name in jobs if ns == "default"]
+    assert default[0] == "sample-elastic-job"
+    assert default[1].startswith("sample-job-")
     assert sorted(n for ns, n in jobs if ns != "default") == [
         "climate-simulation", "dispatched-analysis", "etl-nightly", "hyperparameter-sweep",
         "large-pretraining", "train-resnet", "weekly-report"]
-    assert Workload.objects.count() == 8
+    assert Workload.objects.count() == 9
     assert set(Workload.objects.values_list("namespace", flat=True)) == {
         "default", "team-a", "team-b", "research"}
 

@@ -101,22 +101,22 @@ def test_nothing_is_submitted_without_the_demo(manager: Cluster) -> None:
 
 
 def test_stops_at_the_pending_bound(demo: Cluster) -> None:
-    # given the demo's own eight jobs, all pending (no admission cycle has run)
-    assert pending(demo) == 8
+    # given the demo's own nine jobs, all pending (no admission cycle has run)
+    assert pending(demo) == 9
 
     # when three calls would submit three jobs each
-    rounds = [len(submit_demo_jobs(now=NOW, rng=Random(seed), max_pending=12))
+    rounds = [len(submit_demo_jobs(now=NOW, rng=Random(seed), max_pending=13))
               for seed in (5, 6, 10)]
 
     # then the second fills the last place and the third submits nothing
     assert rounds == [3, 1, 0]
-    assert pending(demo) == 12
+    assert pending(demo) == 13
 
 
 def test_the_bound_comes_from_the_settings(demo: Cluster) -> None:
-    with override_settings(KUEUEWEB={**settings.KUEUEWEB, "DEMO_TRAFFIC_MAX_PENDING": 8}):
+    with override_settings(KUEUEWEB={**settings.KUEUEWEB, "DEMO_TRAFFIC_MAX_PENDING": 9}):
         assert submit_demo_jobs(now=NOW, rng=Random(5)) == []
-    assert pending(demo) == 8
+    assert pending(demo) == 9
 
 
 def test_deletes_demo_jobs_that_finished_long_ago(demo: Cluster) -> None:
