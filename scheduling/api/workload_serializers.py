@@ -208,3 +208,36 @@ class JobSerializer(serializers.Serializer[Job]):
 
     def to_representation(self, instance: Job) -> dict[str, Any]:
         return job_to_dict(instance)
+
+
+# --- Scaling a job (elastic jobs, workload slices) ------------------------------------------
+
+
+class JobScaleSerializer(serializers.Serializer[Any]):
+    """A scale request: the job's new ``spec.parallelism``."""
+
+    parallelism = serializers.IntegerField(
+        min_value=0, max_value=2**31 - 1,
+        help_text="The job's new spec.parallelism (an int32 ≥ 0; 0 runs no pods). The pods "
+        "that run are min(parallelism, completions).")
+
+
+class JobSpecPatchSerializer(serializers.Serializer[Any]):
+    parallelism = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**31 - 1,
+        help_text="The only field a patch may change. An admitted job scales only when it is "
+        'elastic (annotation kueue.x-k8s.io/elastic-job: "true").')
+
+
+class JobPatchMetadataSerializer(serializers.Serializer[Any]):
+    resourceVersion = serializers.CharField(
+        required=False,
+        help_text="If set, the patch applies only to this version of the job (409 otherwise).")
+
+
+class JobPatchSerializer(serializers.Serializer[Any]):
+    """A JSON merge patch of a Job: only ``spec.parallelism`` may change. Other fields may be
+    sent with their current values (a whole Job read back is accepted)."""
+
+    metadata = JobPatchMetadataSerializer(required=False)
+    spec = JobSpecPatchSerializer()

@@ -13,7 +13,7 @@ from scheduling.api.workload_views import JobViewSet, WorkloadViewSet
 
 _COLLECTION = {"get": "list", "post": "create"}
 _WORKLOAD = {"get": "retrieve", "patch": "partial_update", "delete": "destroy"}
-_JOB = {"get": "retrieve", "delete": "destroy"}
+_JOB = {"get": "retrieve", "patch": "partial_update", "delete": "destroy"}
 
 
 def _routes(route: str, viewset: Any, actions: dict[str, str], name: str) -> list[URLPattern]:
@@ -34,4 +34,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     *_routes("jobs", JobViewSet, {"get": "list"}, "job-list-all"),
     *_routes("namespaces/<str:namespace>/jobs", JobViewSet, _COLLECTION, "job-list"),
     *_routes("namespaces/<str:namespace>/jobs/<str:name>", JobViewSet, _JOB, "job-detail"),
+    *_routes("namespaces/<str:namespace>/jobs/<str:name>/scale", JobViewSet, {"post": "scale"},
+             "job-scale"),
 ]

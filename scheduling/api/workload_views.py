@@ -1,8 +1,10 @@
 """Workloads and Jobs over REST, laid out as Kubernetes serves them.
 
 ``/api/v1/namespaces/{namespace}/workloads/[{name}/]`` and ``/api/v1/workloads/``; the same
-for ``jobs``. ``?cluster=NAME`` addresses another scheduling domain (default: the manager).
-Views only parse, authorize and call ``scheduling.services``.
+for ``jobs``, whose parallelism changes through ``POST .../jobs/{name}/scale`` or a merge
+patch of ``spec.parallelism`` (elastic jobs, ``scheduling.elastic.scale_job``). ``?cluster=NAME``
+addresses another scheduling domain (default: the manager). Views only parse, authorize and
+call ``scheduling.services`` (and ``scheduling.elastic``).
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ from kueueweb.api import ConflictError as Conflict
 from kueueweb.api import PayloadTooLarge
 from kueueweb.roles import Role
 from multicluster.models import Cluster
-from scheduling import jobs, services, yamlio
+from scheduling import elastic, jobs, services, yamlio
 from scheduling.api.workload_filters import JobFilter, WorkloadFilter
 from scheduling.api.workload_serializers import (
+    JobPatchSerializer,
+    JobScaleSerializer,
     JobSerializer,
     WorkloadPatchSerializer,
     WorkloadSerializer,
+    job_to_dict,
 )
 from scheduling.models import Job, Workload
 from scheduling.validation import FieldError, errors_to_dict
@@ -125,6 +130,22 @@ REFUSED = OpenApiResponse(description="Not authenticated, or the role or namespa
                           "missing.")
 CONFLICT = OpenApiResponse(description="The name is taken, or the object changed meanwhile.")
 NOT_FOUND = OpenApiResponse(description="No such object (or cluster).")
+FIELD_ERRORS_SCALE = OpenApiResponse(
+    OpenApiTypes.OBJECT,
+    description="Field errors by path: the new parallelism, or a field that may not change.",
+    examples=[
+        OpenApiExample("admitted job that is not elastic", value={
+            "spec.parallelism": ["Forbidden: cannot change while the job's workload holds "
+                                 "quota: only elastic jobs (annotation "
+                                 'kueue.x-k8s.io/elastic-job: "true", ...) scale while admitted'],
+        }),
+        OpenApiExample("partial admission", value={
+            "spec.parallelism": ["Forbidden: cannot change when partial admission is enabled "
+                                 "and the job is not suspended"],
+        }),
+        OpenApiExample("other field changed", value={"spec.template": ["field is immutable"]}),
+    ],
+)
 
 
 class _DomainViewSet(GenericViewSet[Any]):
@@ -317,6 +338,23 @@ def _workload_metadata(
         parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
         responses={200: JobSerializer, 404: NOT_FOUND},
     ),
+    partial_update=extend_schema(
+        summary="Scale a job (merge patch)",
+        description="A JSON merge patch (`application/merge-patch+json` or `application/json`) "
+        "of `spec.parallelism`, the only field that may change; other fields may be sent with "
+        "their current values (changing one is refused, naming it: `spec.template: field is "
+        "immutable`). A queued job's workload changes its pod count. An admitted job scales "
+        'only if it is elastic (annotation `kueue.x-k8s.io/elastic-job: "true"`): scale-down '
+        "shrinks its workload in place and frees the quota at once; scale-up creates a new "
+        "workload slice that waits for quota for the extra pods while the job keeps running. "
+        "`metadata.resourceVersion`, if sent, must be the current one (409 otherwise). "
+        "Answers with the job as GET does.",
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
+        request={"application/merge-patch+json": JobPatchSerializer,
+                 "application/json": JobPatchSerializer},
+        responses={200: JobSerializer, 400: FIELD_ERRORS_SCALE, 401: REFUSED, 403: REFUSED,
+                   404: NOT_FOUND, 409: CONFLICT},
+    ),
     destroy=extend_schema(
         summary="Delete a job",
         description="Deletes the Job and its workload; the quota it held is free at once.",
@@ -345,3 +383,106 @@ class JobViewSet(_DomainViewSet):
     def destroy(self, request: Request, namespace: str, name: str) -> Response:
         services.delete_job(self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def partial_update(self, request: Request, namespace: str, name: str) -> Response:
+        job = self.get_object()
+        patch = _body(request.data)
+        current = job_to_dict(job)
+        merged = jobs.merge_patch(current, patch)
+        if not isinstance(merged, Mapping):  # pragma: no cover - _body made it an object
+            raise ValidationError({"body": ["must be an object"]})
+        _check_resource_version(job, patch)
+        errors = _job_patch_errors(current, merged)
+        if errors:
+            raise ValidationError(errors_to_dict(errors))
+        spec = merged.get("spec") or {}
+        # A deleted (null) parallelism is defaulted as Kubernetes does: 1.
+        wanted = spec.get("parallelism", 1)
+        if wanted != elastic.parallelism_of(job.manifest) or isinstance(wanted, bool):
+            job = self._scale(job, wanted)
+        return Response(self.get_serializer(job).data)
+
+    @extend_schema(
+        summary="Scale a job",
+        description='`{"parallelism": N}` sets the job\'s `spec.parallelism` to N, as the '
+        "merge patch of that field does: a queued job's workload changes its pod count; an "
+        "admitted elastic job shrinks in place or gets a new workload slice for the extra "
+        "pods; an admitted job that is not elastic, a finished job and a running job with "
+        "partial admission are refused, naming `spec.parallelism`. Answers with the job as "
+        "GET does; its workloads (slices) are at "
+        "/api/v1/namespaces/{namespace}/workloads/?job=NAME.",
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
+        request=JobScaleSerializer,
+        responses={200: JobSerializer, 400: FIELD_ERRORS_SCALE, 401: REFUSED, 403: REFUSED,
+                   404: NOT_FOUND, 409: CONFLICT},
+    )
+    def scale(self, request: Request, namespace: str, name: str) -> Response:
+        job = self.get_object()
+        body = _body(request.data)
+        errors = [FieldError(key, 'unknown field: the body is {"parallelism": N}')
+                  for key in sorted(set(body) - {"parallelism"})]
+        if "parallelism" not in body:
+            errors.append(FieldError("parallelism", "required: the job's new spec.parallelism"))
+        if errors:
+            raise ValidationError(errors_to_dict(errors))
+        job = self._scale(job, body["parallelism"])
+        return Response(self.get_serializer(job).data)
+
+    def _scale(self, job: Job, parallelism: Any) -> Job:
+        """``elastic.scale_job``; its ValidationError (by field) and PermissionDenied become
+        400 and 403 through the API's exception handler."""
+        try:
+            result = elastic.scale_job(job, parallelism, user=self.request.user)
+        except services.ConflictError as exc:
+            raise Conflict(str(exc)) from exc
+        return result.job
+
+
+# Fields a client sends back unchanged when it patches the whole object it read.
+_JOB_READ_ONLY_METADATA = ("uid", "resourceVersion", "creationTimestamp", "cluster", "generation",
+                           "name", "namespace")
+
+
+def _check_resource_version(job: Job, patch: Mapping[str, Any]) -> None:
+    """Optimistic concurrency: a patch naming a resourceVersion applies to that version only."""
+    metadata = patch.get("metadata")
+    if not isinstance(metadata, Mapping) or metadata.get("resourceVersion") is None:
+        return
+    if str(metadata["resourceVersion"]) != str(job.resource_version):
+        raise Conflict(f'Operation cannot be fulfilled on jobs.batch "{job.name}": the object '
+                       "has been modified; please apply your changes to the latest version "
+                       "and try again")
+
+
+def _job_patch_errors(current: Mapping[str, Any], merged: Mapping[str, Any]) -> list[FieldError]:
+    """Every field the patch changes except ``spec.parallelism``, named as Kubernetes does
+    (``spec.template: field is immutable``)."""
+    errors: list[FieldError] = []
+    for key in sorted(set(current) | set(merged), key=str):
+        before, after = current.get(key), merged.get(key)
+        if before == after:
+            continue
+        if key in ("spec", "metadata") and isinstance(before, Mapping) and isinstance(
+                after, Mapping):
+            for sub in sorted(set(before) | set(after), key=str):
+                if key == "spec" and sub == "parallelism":
+                    continue
+                if key == "metadata" and sub == "resourceVersion":
+                    continue  # checked by _check_resource_version
+                if before.get(sub) != after.get(sub):
+                    errors.append(FieldError(f"{key}.{sub}", _immutable_message(key, sub)))
+        else:
+            errors.append(FieldError(str(key), _immutable_message(str(key), None)))
+    return errors
+
+
+def _immutable_message(key: str, sub: str | None) -> str:
+    if key == "status":
+        return "is read-only: the job's cluster reports it"
+    if key == "spec":
+        return "field is immutable" if sub is not None else "must be an object"
+    if key == "metadata" and sub in _JOB_READ_ONLY_METADATA:
+        return "field is immutable"
+    if key == "metadata" and sub is None:
+        return "must be an object"
+    return "cannot be changed: a patch may change spec.parallelism only"

@@ -1,10 +1,11 @@
-"""Workload pages and job submission."""
+"""Workload pages, job pages and job submission."""
 
 from django.urls import path
 
-from scheduling.web import jobs, workloads
+from scheduling.web import job_detail, jobs, workloads
 
 _WORKLOAD = "c/<str:cluster>/namespaces/<str:namespace>/workloads/<str:name>/"
+_JOB = "c/<str:cluster>/namespaces/<str:namespace>/jobs/<str:name>/"
 
 urlpatterns = [
     path("workloads/", workloads.workload_list, name="ui-workloads"),
@@ -15,4 +16,7 @@ urlpatterns = [
     path(_WORKLOAD + "actions/<str:action>/", workloads.workload_action,
          name="ui-workload-action"),
     path("jobs/new/", jobs.job_new, name="ui-job-new"),
+    path(_JOB, job_detail.job_detail, name="ui-job"),
+    path(_JOB + "partial/<str:region>/", job_detail.job_region, name="ui-job-partial"),
+    path(_JOB + "scale/", job_detail.job_scale, name="ui-job-scale"),
 ]

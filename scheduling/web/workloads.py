@@ -31,6 +31,7 @@ from scheduling import jobs, services, yamlio
 from scheduling.api.workload_serializers import job_to_dict
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Event, LocalQueue, Workload
+from scheduling.web import slices
 from scheduling.web.forms import WorkloadListFilter
 
 PAGE_SIZE = 50
@@ -38,7 +39,8 @@ EVENTS_PAGE_SIZE = 25
 # The list shows an exact total up to this many matches, then "more than …": an exact
 # COUNT over tens of thousands of rows on every refresh is the slowest part of the page.
 COUNT_LIMIT = 10_000
-SCALE_DISABLED_REASON = "Scaling an admitted job arrives with elastic workloads (workload slices)"
+# Why an admitted job that is not elastic cannot be scaled (scheduling.web.slices).
+SCALE_DISABLED_REASON = slices.REASON_NOT_ELASTIC
 DETAIL_REGIONS = ("status", "controls", "events", "pods", "slices", "job")
 
 View = Callable[..., HttpResponse]
@@ -234,12 +236,7 @@ def _region_pods(wl: Workload) -> dict[str, Any]:
 
 
 def _region_slices(wl: Workload) -> dict[str, Any]:
-    if wl.job_id is None:
-        return {"slices": []}
-    return {"slices": list(
-        Workload.objects.filter(job_id=wl.job_id).order_by("created_at", "id")
-        .values("id", "name", "namespace", "phase", "active", "created_at", "cluster__name")
-    )}
+    return slices.slice_history(wl.job, this=wl)
 
 
 def _region_job(wl: Workload) -> dict[str, Any]:
@@ -250,22 +247,34 @@ def _region_job(wl: Workload) -> dict[str, Any]:
     return {"job_yaml": yamlio.dump_documents([manifest]), "job_status": status}
 
 
-def _region_controls(wl: Workload, request: HttpRequest) -> dict[str, Any]:
+def _region_controls(wl: Workload, request: HttpRequest, *, page: bool = False) -> dict[str, Any]:
+    """The controls; on the page itself (``page``) also the errors of the last scale attempt,
+    which the live refreshes of the region keep (``hx-preserve``)."""
     may_act = can_operate_in(request.user, wl.namespace)
     reserved = services.has_quota_reservation(wl)
-    return {
+    context: dict[str, Any] = {
         "may_act": may_act,
         "can_evict": reserved and wl.cluster_queue_id is not None and not _is_evicted(wl),
-        "scale_reason": SCALE_DISABLED_REASON,
-        "parallelism": (wl.job.manifest.get("spec") or {}).get("parallelism", 1) if wl.job else None,
     }
+    if wl.job is not None and may_act:
+        flash = slices.pop_scale_errors(request, wl.job) if page else None
+        context.update(slices.scale_control(wl.job, request.user, next_url=_detail_url(wl),
+                                            flash=flash))
+    return context
 
 
-def _detail_context(wl: Workload, request: HttpRequest, regions: tuple[str, ...]) -> dict[str, Any]:
+def _detail_url(wl: Workload) -> str:
+    return reverse("ui-workload", kwargs={"cluster": wl.cluster.name, "namespace": wl.namespace,
+                                          "name": wl.name})
+
+
+def _detail_context(
+    wl: Workload, request: HttpRequest, regions: tuple[str, ...], *, page: bool = False
+) -> dict[str, Any]:
     context: dict[str, Any] = {"wl": wl, "phase_choices": WorkloadPhase}
     builders: Mapping[str, Callable[[], dict[str, Any]]] = {
         "status": lambda: _region_status(wl),
-        "controls": lambda: _region_controls(wl, request),
+        "controls": lambda: _region_controls(wl, request, page=page),
         "events": lambda: _region_events(wl, request),
         "pods": lambda: _region_pods(wl),
         "slices": lambda: _region_slices(wl),
@@ -280,7 +289,7 @@ def _detail_context(wl: Workload, request: HttpRequest, regions: tuple[str, ...]
 @reader_required
 def workload_detail(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
     wl = _get_workload(cluster, namespace, name)
-    context = _detail_context(wl, request, DETAIL_REGIONS)
+    context = _detail_context(wl, request, DETAIL_REGIONS, page=True)
     context["live_clusters"] = str(wl.cluster_id)
     return render(request, "scheduling/workload_detail.html", context)
 

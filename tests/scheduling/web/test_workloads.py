@@ -365,7 +365,8 @@ def test_the_operator_of_the_namespace_sees_the_controls(
     assert 'id="confirm-yes"' in body
     assert 'id="control-scale" disabled' in body
     assert 'aria-describedby="scale-reason"' in body
-    assert "Scaling an admitted job arrives with elastic workloads (workload slices)" in body
+    assert ('Only elastic jobs (annotation kueue.x-k8s.io/elastic-job: &quot;true&quot;) can be '
+            "scaled while admitted") in body
 
 
 def test_deactivate_then_activate(operator_ui: Client, running: Workload) -> None:

@@ -1,0 +1,209 @@
+"""A job's page: its spec and status, its pods, its scale control and the history of its
+workload slices, plus the scale action shared with the workload page.
+
+As on the workload page, every region that updates live is one template include rendered
+both in the page and by its partial URL (htmx ``live-refresh``). Scaling is a POST form
+(CSRF, a confirmation dialog); it checks the user's namespace here and the service
+(``scheduling.elastic.scale_job``) checks again. Errors are shown next to the control, by
+field, on the page the form came from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from kueueweb.roles import can_operate_in
+from multicluster.choices import PodPhase
+from multicluster.models import Pod
+from scheduling import elastic, jobs, services
+from scheduling.models import Event, Job, Workload
+from scheduling.web import slices
+from scheduling.web.workloads import reader_required
+
+JOB_REGIONS = ("summary", "controls", "pods", "slices", "events")
+EVENTS_PAGE_SIZE = 25
+POD_LIMIT = 500
+_INTEGER = re.compile(r"^[+-]?\d+$")
+
+
+def _get_job(cluster: str, namespace: str, name: str) -> Job:
+    return get_object_or_404(Job.objects.select_related("cluster"), cluster__name=cluster,
+                             namespace=namespace, name=name)
+
+
+# =========================================================================================
+# Regions
+# =========================================================================================
+
+
+def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
+    spec = slices.job_spec(job)
+    status = job.status or {}
+    current = elastic.current_slice(workloads)
+    pods = Pod.objects.filter(job=job)
+    gated = sum(1 for gates, reason in pods.values_list("scheduling_gates", "reason")
+                if gates or reason == "SchedulingGated")
+    conditions = [c for c in status.get("conditions") or () if c.get("status") == "True"]
+    labels = ((job.manifest or {}).get("metadata") or {}).get("labels") or {}
+    return {
+        "spec": {
+            "parallelism": spec.get("parallelism", 1),
+            "completions": spec.get("completions"),
+            "elastic": slices.is_elastic_job(job),
+            "min_parallelism": slices.job_annotations(job).get(jobs.JOB_MIN_PARALLELISM_ANNOTATION),
+            "queue": labels.get(jobs.QUEUE_NAME_LABEL, ""),
+            "suspend": job.suspend,
+        },
+        "job_status": {
+            "active": status.get("active", 0),
+            "ready": status.get("ready", 0),
+            "succeeded": status.get("succeeded", 0),
+            "failed": status.get("failed", 0),
+            "gated": gated,
+            "conditions": conditions,
+        },
+        "current": current,
+        "current_admitted": slices.admitted_count(current) if current is not None else None,
+        "current_pods": slices.pod_count(current) if current is not None else None,
+    }
+
+
+def _region_controls(job: Job, workloads: list[Workload], request: HttpRequest, *,
+                     page: bool) -> dict[str, Any]:
+    flash = slices.pop_scale_errors(request, job) if page else None
+    return slices.scale_control(job, request.user, next_url=slices.job_url(job),
+                                workloads=workloads, flash=flash)
+
+
+def _region_pods(job: Job) -> dict[str, Any]:
+    pods = list(Pod.objects.filter(job=job).select_related("cluster", "workload")
+                .order_by("pod_set", "name")[:POD_LIMIT])
+    counts = {"running": 0, "ready": 0, "pending": 0, "gated": 0}
+    for pod in pods:
+        counts["running"] += pod.phase == PodPhase.RUNNING
+        counts["ready"] += bool(pod.ready)
+        counts["pending"] += pod.phase == PodPhase.PENDING
+        counts["gated"] += bool(pod.scheduling_gates) or pod.reason == "SchedulingGated"
+    return {"pods": pods, "pod_counts": counts}
+
+
+def _region_events(job: Job, request: HttpRequest) -> dict[str, Any]:
+    events = Event.objects.filter(
+        Q(workload__job=job)
+        | Q(cluster_id=job.cluster_id, object_kind="Job", object_namespace=job.namespace,
+            object_name=job.name)
+    ).order_by("-created_at", "-id")
+    page = Paginator(events, EVENTS_PAGE_SIZE).get_page(request.GET.get("events_page"))
+    return {"events_page": page}
+
+
+def _job_context(job: Job, request: HttpRequest, regions: tuple[str, ...], *,
+                 page: bool = False) -> dict[str, Any]:
+    workloads = slices.job_workloads(job)
+    context: dict[str, Any] = {"job": job}
+    builders: Mapping[str, Callable[[], dict[str, Any]]] = {
+        "summary": lambda: _region_summary(job, workloads),
+        "controls": lambda: _region_controls(job, workloads, request, page=page),
+        "pods": lambda: _region_pods(job),
+        "slices": lambda: slices.slice_history(job, workloads=workloads),
+        "events": lambda: _region_events(job, request),
+    }
+    for region in regions:
+        context.update(builders[region]())
+    return context
+
+
+@require_GET
+@reader_required
+def job_detail(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
+    job = _get_job(cluster, namespace, name)
+    context = _job_context(job, request, JOB_REGIONS, page=True)
+    context["live_clusters"] = str(job.cluster_id)
+    return render(request, "scheduling/job_detail.html", context)
+
+
+@require_GET
+@reader_required
+def job_region(
+    request: HttpRequest, cluster: str, namespace: str, name: str, region: str
+) -> HttpResponse:
+    if region not in JOB_REGIONS:
+        raise Http404("No such region.")
+    job = _get_job(cluster, namespace, name)
+    return render(request, f"scheduling/_job_{region}.html",
+                  _job_context(job, request, (region,)))
+
+
+# =========================================================================================
+# Scaling
+# =========================================================================================
+
+
+def _field_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    if hasattr(exc, "error_dict"):
+        return [(path, message) for path, msgs in exc.message_dict.items() for message in msgs]
+    return [("", message) for message in exc.messages]
+
+
+def _done_message(result: elastic.ScaleResult, label: str) -> str:
+    before, after = result.previous_parallelism, result.parallelism
+    wl = result.workload
+    if result.action == "unchanged":
+        return f"Job {label} already has parallelism {after}."
+    if result.action == "scale-down":
+        return (f"Job {label} scaled down from {before} to {after}: the quota of the removed "
+                "pods is free.")
+    if result.action in ("scale-up", "scale-up-updated") and wl is not None:
+        return (f"Job {label} scaling up from {before} to {after}: workload slice {wl.name} "
+                "waits for quota for the extra pods; the job keeps running meanwhile.")
+    return f"Job {label} scaled from {before} to {after}."
+
+
+def _safe_next(request: HttpRequest, job: Job) -> str:
+    candidate = request.POST.get("next") or ""
+    if candidate.startswith("/") and url_has_allowed_host_and_scheme(
+            candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return candidate
+    return slices.job_url(job)
+
+
+@require_POST
+@reader_required
+def job_scale(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
+    """Set the job's parallelism; back to the page the form came from (``next``)."""
+    job = _get_job(cluster, namespace, name)
+    if not can_operate_in(request.user, job.namespace):
+        raise PermissionDenied(f"You may not scale jobs in namespace {job.namespace!r}.")
+    back = _safe_next(request, job)
+    raw = (request.POST.get("parallelism") or "").strip()
+    label = f"{job.namespace}/{job.name}"
+    errors: list[tuple[str, str]] = []
+    if not raw:
+        errors = [(elastic.PARALLELISM_PATH, "Required: the number of pods to run in parallel")]
+    else:
+        # As typed: the service names the field when it is not an int32 ≥ 0.
+        value: Any = int(raw) if _INTEGER.match(raw) else raw
+        try:
+            result = elastic.scale_job(job, value, user=request.user)
+        except ValidationError as exc:
+            errors = _field_errors(exc)
+        except services.ConflictError as exc:
+            errors = [("", f"{exc} (the job changed meanwhile; try again)")]
+        except PermissionDenied as exc:
+            errors = [("", str(exc))]
+        else:
+            messages.success(request, _done_message(result, label))
+            return HttpResponseRedirect(back)
+    slices.remember_scale_errors(request, job, errors, raw)
+    return HttpResponseRedirect(back)

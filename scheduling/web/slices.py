@@ -1,0 +1,240 @@
+"""What the job page and the workload page both show of a job: its scale control and the
+history of its workload slices (Kueue elastic jobs, §7).
+
+Plain functions building template context; the views in ``scheduling.web.workloads`` and
+``scheduling.web.job_detail`` call them and render ``_scale_control.html`` and
+``_slice_history.html``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.http import HttpRequest
+from django.urls import reverse
+
+from kueueweb.roles import can_operate_in
+from scheduling import conditions as cond
+from scheduling import elastic, jobs
+from scheduling.choices import WorkloadPhase
+from scheduling.models import Job, Workload
+
+# Why the control is disabled (shown next to it and as the button's title).
+REASON_NOT_ELASTIC = ('Only elastic jobs (annotation kueue.x-k8s.io/elastic-job: "true") can be '
+                      "scaled while admitted")
+REASON_FINISHED = "The job has finished: there is nothing left to scale"
+REASON_PARTIAL_ADMISSION = (
+    "Jobs with partial admission (annotation kueue.x-k8s.io/job-min-parallelism) cannot "
+    "change parallelism while they run")
+# What scaling will do (shown when the control is enabled).
+HINT_ELASTIC = ("Elastic job: scaling down frees the quota of the removed pods at once; scaling "
+                "up waits for quota for the extra pods while the job keeps running.")
+HINT_QUEUED = "The job is queued: its workload will wait for quota with the new pod count."
+
+# Scale errors carried from the POST to the page it redirects to, once (session key).
+_SESSION_PREFIX = "kueueweb.scale-errors."
+# Newest slices shown; a job scaled very often keeps a long chain of finished slices.
+SLICE_HISTORY_LIMIT = 50
+
+
+def job_annotations(job: Job) -> Mapping[str, Any]:
+    return ((job.manifest or {}).get("metadata") or {}).get("annotations") or {}
+
+
+def job_spec(job: Job) -> Mapping[str, Any]:
+    return (job.manifest or {}).get("spec") or {}
+
+
+def is_elastic_job(job: Job) -> bool:
+    options: dict[str, Any] = settings.KUEUEWEB
+    return jobs.is_elastic(job_annotations(job),
+                           slices_enabled=bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
+
+
+def parallelism(job: Job) -> int | None:
+    value = job_spec(job).get("parallelism", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def job_finished(job: Job, workloads: Iterable[Workload]) -> bool:
+    """Complete or Failed, or every workload it had is finished."""
+    if elastic.job_finished(job):
+        return True
+    workloads = list(workloads)
+    return bool(workloads) and all(wl.phase == WorkloadPhase.FINISHED for wl in workloads)
+
+
+def pod_count(wl: Workload) -> int:
+    return sum(int(ps.get("count", 1)) for ps in wl.pod_sets or ())
+
+
+def admitted_count(wl: Workload) -> int | None:
+    """Pods the admission grants (all pod sets); None while no quota is reserved.
+
+    ``status.admission`` is immutable while set: after a scale-down in place it still records
+    the old count, and the quota held follows the smaller pod set (Kueue §7, §6.9). The
+    count shown is therefore per pod set the smaller of the two.
+    """
+    if not wl.admission:
+        return None
+    counts = elastic.pod_set_counts(wl.pod_sets or [])
+    total = 0
+    for psa in wl.admission.get("podSetAssignments") or ():
+        granted = int(psa.get("count") or 0)
+        name = str(psa.get("name", jobs.DEFAULT_POD_SET_NAME))
+        total += min(granted, counts[name]) if name in counts else granted
+    return total
+
+
+def flavors(wl: Workload) -> list[str]:
+    """``resource: flavor`` of the admission, sorted."""
+    seen: dict[str, str] = {}
+    for psa in (wl.admission or {}).get("podSetAssignments") or ():
+        for resource, flavor in (psa.get("flavors") or {}).items():
+            seen.setdefault(str(resource), str(flavor))
+    return [f"{resource}: {flavor}" for resource, flavor in sorted(seen.items())]
+
+
+def _workload_url(wl: Workload) -> str:
+    return reverse("ui-workload", kwargs={"cluster": wl.cluster.name, "namespace": wl.namespace,
+                                          "name": wl.name})
+
+
+def job_url(job: Job) -> str:
+    return reverse("ui-job", kwargs={"cluster": job.cluster.name, "namespace": job.namespace,
+                                     "name": job.name})
+
+
+def job_workloads(job: Job) -> list[Workload]:
+    return elastic.ordered(Workload.objects.filter(job=job).select_related("cluster"))
+
+
+# =========================================================================================
+# The scale control
+# =========================================================================================
+
+
+def scale_disabled_reason(job: Job, workloads: Iterable[Workload]) -> str:
+    """Why the job cannot be scaled now ("" if it can): the service refuses the same."""
+    workloads = list(workloads)
+    if job_finished(job, workloads):
+        return REASON_FINISHED
+    if jobs.JOB_MIN_PARALLELISM_ANNOTATION in job_annotations(job) and not job.suspend:
+        return REASON_PARTIAL_ADMISSION
+    current = elastic.current_slice(workloads)
+    if current is not None and elastic.holds_quota(current) and not is_elastic_job(job):
+        return REASON_NOT_ELASTIC
+    return ""
+
+
+def scale_control(
+    job: Job, user: AbstractBaseUser | AnonymousUser, *, next_url: str,
+    workloads: Iterable[Workload] | None = None, flash: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Context of ``_scale_control.html``: ``scale`` with the state of the control and the
+    errors of the last attempt (``flash``, from ``pop_scale_errors``)."""
+    workloads = job_workloads(job) if workloads is None else list(workloads)
+    reason = scale_disabled_reason(job, workloads)
+    current = elastic.current_slice(workloads)
+    value = parallelism(job)
+    flash = flash or {}
+    return {"scale": {
+        "may_act": can_operate_in(user, job.namespace),
+        "enabled": not reason,
+        "reason": reason,
+        "hint": HINT_ELASTIC if is_elastic_job(job) else HINT_QUEUED,
+        "parallelism": value,
+        "value": flash.get("value", value),
+        "edited": "value" in flash,
+        "errors": [tuple(e) for e in flash.get("errors", ())],
+        "running": admitted_count(current) if current is not None else None,
+        "next": next_url,
+        "label": f"{job.namespace}/{job.name}",
+    }}
+
+
+def remember_scale_errors(request: HttpRequest, job: Job, errors: list[tuple[str, str]],
+                          value: str) -> None:
+    request.session[f"{_SESSION_PREFIX}{job.pk}"] = {"errors": [list(e) for e in errors],
+                                                      "value": value}
+
+
+def pop_scale_errors(request: HttpRequest, job: Job) -> dict[str, Any]:
+    """The errors of the last scale attempt on ``job`` in this session, once."""
+    flash = request.session.pop(f"{_SESSION_PREFIX}{job.pk}", None)
+    return flash if isinstance(flash, dict) else {}
+
+
+# =========================================================================================
+# The slice history
+# =========================================================================================
+
+
+def _quota_message(wl: Workload) -> str:
+    found = cond.find(wl.conditions or [], "QuotaReserved")
+    if found is not None and found.get("status") == "False":
+        return str(found.get("message") or found.get("reason") or "")
+    return ""
+
+
+def slice_history(job: Job | None, *, workloads: Iterable[Workload] | None = None,
+                  this: Workload | None = None) -> dict[str, Any]:
+    """Context of ``_slice_history.html``: every workload of the job oldest first
+    (``slices``), and the scale-up waiting for quota (``pending_scale_up``), if any."""
+    if job is None:
+        return {"slices": [], "pending_scale_up": None, "slices_hidden": 0, "has_job": False}
+    all_workloads = job_workloads(job) if workloads is None else elastic.ordered(workloads)
+    by_key = {elastic.key_of(wl): wl for wl in all_workloads}
+    replaced_by: dict[str, list[Workload]] = {}
+    for wl in all_workloads:
+        target = elastic.replacement_for(wl)
+        if target:
+            replaced_by.setdefault(target, []).append(wl)
+    current = elastic.current_slice(all_workloads)
+    pending = (elastic.pending_replacement(all_workloads, of=current)
+               if current is not None and elastic.holds_quota(current) else None)
+    shown = all_workloads[-SLICE_HISTORY_LIMIT:]
+    rows = []
+    for wl in shown:
+        target = elastic.replacement_for(wl)
+        replaces = by_key.get(target) if target else None
+        finished = cond.find(wl.conditions or [], "Finished")
+        rows.append({
+            "id": wl.pk,
+            "name": wl.name,
+            "namespace": wl.namespace,
+            "url": _workload_url(wl),
+            "phase": wl.phase,
+            "active": wl.active,
+            "evicted": cond.is_true(wl.conditions or [], "Evicted"),
+            "created_at": wl.created_at,
+            "pod_count": pod_count(wl),
+            "admitted_count": admitted_count(wl),
+            "flavors": flavors(wl),
+            "replaces_key": target or "",
+            "replaces_name": (target or "").split("/", 1)[-1],
+            "replaces_url": _workload_url(replaces) if replaces is not None else "",
+            "replaced_by": [{"name": r.name, "url": _workload_url(r)}
+                            for r in replaced_by.get(elastic.key_of(wl), ())],
+            "finished_reason": (finished or {}).get("reason", "") if finished and
+            finished.get("status") == "True" else "",
+            "waiting": _quota_message(wl) if wl.phase == WorkloadPhase.PENDING else "",
+            "is_current": current is not None and wl.pk == current.pk,
+            "is_pending": pending is not None and wl.pk == pending.pk,
+            "is_this": this is not None and wl.pk == this.pk,
+        })
+    pending_scale_up = None
+    if pending is not None and current is not None:
+        running = admitted_count(current)
+        pending_scale_up = {
+            "from": running if running is not None else pod_count(current),
+            "to": pod_count(pending),
+            "name": pending.name,
+            "url": _workload_url(pending),
+            "waiting": _quota_message(pending) or "waiting for the next admission cycle",
+        }
+    return {"slices": rows, "pending_scale_up": pending_scale_up,
+            "slices_hidden": len(all_workloads) - len(shown), "has_job": True}

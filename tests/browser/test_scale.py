@@ -1,0 +1,142 @@
+"""Scaling an elastic job from its page, in a real browser: the new size appears live."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from multicluster.models import Cluster
+from scheduling import jobs, services
+from scheduling.models import ClusterQueue, Job, Workload
+from tests.fixtures.browser import run_elsewhere, wait_live
+from tests.fixtures.scheduling import job_manifest
+
+pytestmark = [pytest.mark.browser, pytest.mark.production, pytest.mark.slow]
+
+RECONCILE_ELSEWHERE = (
+    "from django.utils import timezone\n"
+    "from multicluster.simulated.runner import sync_cluster\n"
+    "from scheduling.admission import run_admission_cycle\n"
+    "from scheduling.lifecycle import run_lifecycle\n"
+    "for _ in range(3):\n"
+    "    run_lifecycle({id}, now=timezone.now())\n"
+    "    sync_cluster({id}, now=timezone.now())\n"
+    "    run_admission_cycle({id}, now=timezone.now())\n"
+    "sync_cluster({id}, now=timezone.now())\n"
+)
+
+
+def job_url(job: Job) -> str:
+    return f"/c/manager/namespaces/{job.namespace}/jobs/{job.name}/"
+
+
+def admitted(page: Any) -> str:
+    return str(page.locator("#job-admitted").get_attribute("data-admitted-count"))
+
+
+def wait_for_size(page: Any, pods: int) -> None:
+    """The job page shows ``pods`` admitted and ``pods`` running pods."""
+    page.wait_for_function(
+        "n => document.querySelector('#job-admitted').dataset.admittedCount === n"
+        " && document.querySelector('#job-pod-counts').dataset.running === n", arg=str(pods))
+
+
+@pytest.fixture
+def elastic_job(manager: Cluster, make_queue: Callable[..., ClusterQueue],
+                settings: Any) -> Job:
+    """An elastic job of 3 running pods (500m each) in a queue of 4 CPUs."""
+    manager.simulation = {"startDelaySeconds": 0}
+    manager.save()
+    make_queue("cq", {"cpu": "4"}, namespace="team-a")
+    job = services.submit_job(
+        job_manifest("grow", "lq-cq", cpu="500m", parallelism=3, run_seconds=3600,
+                     annotations={jobs.ELASTIC_JOB_ANNOTATION: "true"}),
+        namespace="team-a")
+    run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
+    assert Workload.objects.get(job=job).phase == "Admitted"
+    return job
+
+
+def scale(page: Any, pods: int) -> None:
+    page.fill("#scale-parallelism", str(pods))
+    page.click("#control-scale")
+    page.wait_for_selector("#confirm-dialog[open]")
+    assert f"to {pods}?" in page.locator("#confirm-message").inner_text()
+    page.click("#confirm-yes")
+
+
+def test_operator_scales_an_elastic_job_up_and_down_and_sees_it_live(
+    browser_page: Callable[..., Any], elastic_job: Job, operator: Any, manager: Cluster,
+    settings: Any,
+) -> None:
+    page = browser_page(operator)
+    page.goto(job_url(elastic_job))
+    wait_live(page)
+    wait_for_size(page, 3)
+    assert page.locator("#job-elastic").inner_text() == "yes"
+
+    # --- up to 5: a new slice waits for the next admission cycle; the job keeps 3 pods ---
+    scale(page, 5)
+    page.wait_for_selector("text=scaling up from 3 to 5")  # back on the page after the POST
+    assert page.locator("#pending-scale-up").get_attribute("data-to") == "5"
+    assert admitted(page) == "3"
+    wait_live(page)
+    page.evaluate("window.__notReloaded = true")
+
+    # The admission cycle and the cluster run in another process: the slice is admitted,
+    # replaces the old one and the two extra pods start; the page follows without a reload.
+    run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
+    wait_for_size(page, 5)
+    page.wait_for_selector("#pending-scale-up", state="detached")
+    history = page.locator("#slice-history").inner_text()
+    assert "WorkloadSliceReplaced" in history
+    assert page.locator("#slice-history tr[data-current]").get_attribute("data-pod-count") == "5"
+    assert page.evaluate("window.__notReloaded") is True
+
+    # --- down to 2: the running slice shrinks in place; the cluster stops three pods ---
+    scale(page, 2)
+    page.wait_for_selector("text=scaled down from 5 to 2")
+    assert admitted(page) == "2"
+    wait_live(page)
+    page.evaluate("window.__notReloaded = true")
+    run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
+    wait_for_size(page, 2)
+    assert page.evaluate("window.__notReloaded") is True
+    job = Job.objects.get(pk=elastic_job.pk)
+    assert job.manifest["spec"]["parallelism"] == 2
+
+
+def test_a_refused_value_is_shown_next_to_the_control_and_stays_through_live_updates(
+    browser_page: Callable[..., Any], elastic_job: Job, operator: Any, manager: Cluster,
+    settings: Any,
+) -> None:
+    page = browser_page(operator)
+    page.goto(job_url(elastic_job))
+    wait_live(page)
+
+    scale(page, -1)
+    errors = page.locator("#scale-errors")
+    errors.wait_for()
+    assert "spec.parallelism" in errors.inner_text()
+    assert "greater than or equal to 0" in errors.inner_text()
+    assert page.locator("#scale-parallelism").input_value() == "-1"
+
+    # A live refresh of the controls keeps the errors on screen.
+    wait_live(page)
+    page.evaluate("document.body.dataset.refreshed = ''; document.addEventListener("
+                  "'live:refreshed', () => { document.body.dataset.refreshed = 'yes'; })")
+    run_elsewhere(settings, f"from kueueweb import live\nlive.notify({manager.pk})\n")
+    page.wait_for_function("document.body.dataset.refreshed === 'yes'")
+    page.wait_for_timeout(300)  # let the swaps settle
+    assert "spec.parallelism" in page.locator("#scale-errors").inner_text()
+    # ... and the value being corrected: what the user typed is not replaced by the refresh.
+    assert page.locator("#scale-parallelism").input_value() == "-1"
+    page.fill("#scale-parallelism", "4")
+    page.evaluate("document.body.dataset.refreshed = ''")
+    run_elsewhere(settings, f"from kueueweb import live\nlive.notify({manager.pk})\n")
+    page.wait_for_function("document.body.dataset.refreshed === 'yes'")
+    page.wait_for_timeout(300)
+    assert page.locator("#scale-parallelism").input_value() == "4"
+    assert Job.objects.get(pk=elastic_job.pk).manifest["spec"]["parallelism"] == 3
