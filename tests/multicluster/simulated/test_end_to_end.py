@@ -93,3 +93,64 @@ def snapshots_time(condition: dict[str, Any]) -> Any:
     from datetime import datetime
 
     return datetime.fromisoformat(str(condition["lastTransitionTime"]).replace("Z", "+00:00"))
+
+
+def test_sample_scalable_job_scales_through_celery_and_survives_restarts(
+    celery_processes: Processes, manager: Cluster, admin_client_api: APIClient,
+) -> None:
+    """Kueue's sample-scalable-job, 3 → 5 → 2 pods through the REST API, with every worker
+    process killed and started again while the scale-up waits: the slice chain lives in
+    the database, so the new worker processes carry it on."""
+    setup = list(yaml.safe_load_all(
+        (EXAMPLES / "examples/admin/single-clusterqueue-setup.yaml").read_text()))
+    apply_manifests(setup, cluster=manager.name)
+    response = admin_client_api.post(
+        "/api/v1/namespaces/default/jobs",
+        data=(EXAMPLES / "jobs/sample-scalable-job.yaml").read_text(),
+        content_type="application/yaml",
+    )
+    assert response.status_code == 201, response.content
+    job = Job.objects.get(name="sample-elastic-job")
+
+    def running(count: int) -> list[Pod] | None:
+        pods = list(Pod.objects.filter(job=job, phase=PodPhase.RUNNING, scheduling_gates=[]))
+        return pods if len(pods) == count else None
+
+    wait_for(lambda: running(3), timeout=60, what="3 running pods", processes=celery_processes)
+    (first,) = Workload.objects.filter(job=job)
+
+    # Every process goes away; the scale request lands while none runs.
+    celery_processes.stop_all()
+    response = admin_client_api.post("/api/v1/namespaces/default/jobs/sample-elastic-job/scale",
+                                     {"parallelism": 5}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["spec"]["parallelism"] == 5
+    new = Workload.objects.exclude(pk=first.pk).get(job=job)
+    assert new.phase == WorkloadPhase.PENDING
+    celery_processes.start("worker", "worker", "--pool=prefork", "--concurrency=2",
+                           "--loglevel=INFO", "--without-gossip", "--without-mingle",
+                           "--without-heartbeat", "--hostname=worker-again@%h")
+    celery_processes.start("beat", "beat", "--loglevel=INFO",
+                           f"--schedule={celery_processes.log_dir / 'beat-schedule-2'}")
+
+    def replaced() -> Workload | None:
+        first.refresh_from_db()
+        return first if first.phase == WorkloadPhase.FINISHED else None
+
+    wait_for(replaced, timeout=60, what="the old slice replaced", processes=celery_processes)
+    finished = cond.find(first.conditions, "Finished")
+    assert finished is not None
+    assert finished["reason"] == "WorkloadSliceReplaced"
+    new.refresh_from_db()
+    assert new.admission["podSetAssignments"][0]["count"] == 5
+    wait_for(lambda: running(5), timeout=60, what="5 running pods", processes=celery_processes)
+
+    response = admin_client_api.patch(
+        "/api/v1/namespaces/default/jobs/sample-elastic-job",
+        {"spec": {"parallelism": 2}}, format="json")
+    assert response.status_code == 200, response.content
+    wait_for(lambda: running(2), timeout=60, what="2 running pods", processes=celery_processes)
+    new.refresh_from_db()
+    assert new.phase == WorkloadPhase.ADMITTED
+    assert new.pod_sets[0]["count"] == 2
+    assert Workload.objects.filter(job=job).count() == 2
