@@ -286,6 +286,16 @@ KUEUEWEB: dict[str, Any] = {
     "DEMO_TRAFFIC_KEEP_FINISHED_MINUTES": env_int("KUEUEWEB_DEMO_TRAFFIC_KEEP_FINISHED_MINUTES",
                                                   30),
 }
+# MultiKueue: the hub's dispatch pass, and the garbage collector of orphaned remote copies.
+CELERY_BEAT_SCHEDULE["multikueue-dispatch"] = {
+    "task": "multicluster.tasks.dispatch_all_task",
+    "schedule": CLUSTER_SYNC_INTERVAL_SECONDS,
+}
+if KUEUEWEB["MULTIKUEUE_GC_INTERVAL_SECONDS"] > 0:
+    CELERY_BEAT_SCHEDULE["multikueue-garbage-collector"] = {
+        "task": "multicluster.tasks.garbage_collect_task",
+        "schedule": KUEUEWEB["MULTIKUEUE_GC_INTERVAL_SECONDS"],
+    }
 if KUEUEWEB["DEMO_TRAFFIC_INTERVAL_SECONDS"] > 0:
     CELERY_BEAT_SCHEDULE["demo-traffic"] = {
         "task": "scheduling.tasks.demo_traffic_task",

@@ -55,6 +55,8 @@ logger = logging.getLogger(__name__)
 ADMISSION_TASK = "scheduling.tasks.admission_cycle_task"
 # The reconciler of the cluster that runs a domain's admitted jobs (multicluster.tasks).
 CLUSTER_SYNC_TASK = "multicluster.tasks.sync_cluster_task"
+# MultiKueue's dispatch pass of the hub (multicluster.dispatch).
+DISPATCH_TASK = "multicluster.tasks.dispatch_task"
 _RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 
 
@@ -91,6 +93,16 @@ def request_admission(cluster_id: int) -> None:
     tell the browsers watching it that something changed)."""
     reconcile.request(ADMISSION_TASK, cluster_id)
     live.notify(cluster_id)
+
+
+def request_dispatch() -> None:
+    """Ask the MultiKueue hub (the manager domain) to look at its dispatched workloads:
+    a hub workload reserved quota, or a remote copy was admitted in a worker's domain."""
+    from multicluster.models import Cluster
+
+    hub = Cluster.objects.manager_id()
+    if hub is not None:
+        reconcile.request(DISPATCH_TASK, hub)
 
 
 def request_cluster_sync(cluster_id: int) -> None:
@@ -194,6 +206,8 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
             live.notify(cluster_id)
         if outcome.admitted or outcome.preempted:
             request_cluster_sync(cluster_id)
+        if outcome.admitted:
+            request_dispatch()
     return outcome
 
 
@@ -799,7 +813,12 @@ def set_admission_check_states(
                              (now - reserved_at).total_seconds(),
                              local_queue=(wl.namespace, wl.queue_name) if wl.queue_name else None,
                              cluster_id=cluster_id)
-        wl.save(update_fields=["admission_check_states", "conditions", "phase", "active"])
+        if cond.is_true(wl.conditions, "Evicted"):
+            # Kueue's prepareForEviction: the MultiKueue placement goes with the admission.
+            wl.cluster_name = ""
+            wl.nominated_cluster_names = []
+        wl.save(update_fields=["admission_check_states", "conditions", "phase", "active",
+                               "cluster_name", "nominated_cluster_names"])
         Event.objects.bulk_create(events)
         request_admission(cluster_id)
     return wl

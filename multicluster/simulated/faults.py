@@ -1,4 +1,5 @@
-"""Faults injected into a simulated cluster: a node lost or restored, a pod failing.
+"""Faults injected into a simulated cluster: a node lost or restored, a pod failing, a
+worker disconnected from the MultiKueue hub and reconnected.
 
 Each takes effect in the database at once and asks the cluster's reconciler to run, which
 replaces failed pods as the Job controller would and reports the job's status to Kueue's
@@ -13,9 +14,11 @@ from django.db import transaction
 
 from kueueweb import reconcile
 from multicluster.choices import PodPhase
-from multicluster.models import Node, Pod
+from multicluster.models import Cluster, Node, Pod
+from scheduling import conditions as cond
 
 SYNC_TASK = "multicluster.tasks.sync_cluster_task"
+DISPATCH_TASK = "multicluster.tasks.dispatch_task"
 
 
 def request_sync(cluster_id: int) -> None:
@@ -60,3 +63,30 @@ def fail_pod(pod: Pod, *, now: datetime) -> bool:
         if changed:
             request_sync(pod.cluster_id)
     return bool(changed)
+
+
+def disconnect_cluster(cluster: Cluster, *, now: datetime) -> None:
+    """A simulated worker stops answering the hub: ``Active=False`` and ``lostSince`` (kept
+    from the first loss). The hub keeps a workload it won for ``workerLostTimeout``, then
+    dispatches it again; nothing is nominated to it meanwhile."""
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        locked.conditions = cond.set_condition(
+            locked.conditions, "Active", False, "ClientConnectionFailed",
+            "The simulated cluster was disconnected (fault injected)", now=now)
+        locked.lost_since = locked.lost_since or now
+        locked.save(update_fields=["conditions", "lost_since", "resource_version", "updated_at"])
+        reconcile.request(DISPATCH_TASK, Cluster.objects.manager_id())
+    cluster.refresh_from_db()
+
+
+def reconnect_cluster(cluster: Cluster, *, now: datetime) -> None:
+    """The simulated worker answers again: ``Active=True`` (``Connected``), no ``lostSince``."""
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        locked.conditions = cond.set_condition(locked.conditions, "Active", True, "Active",
+                                               "Connected", now=now)
+        locked.lost_since = None
+        locked.save(update_fields=["conditions", "lost_since", "resource_version", "updated_at"])
+        reconcile.request(DISPATCH_TASK, Cluster.objects.manager_id())
+    cluster.refresh_from_db()

@@ -52,12 +52,12 @@ from django.db import transaction
 from django.db.models import Q
 
 from kueueweb import live, reconcile
-from multicluster.choices import ConnectionType, PodPhase
+from multicluster.choices import ClusterRole, ConnectionType, PodPhase
 from multicluster.core import placement
 from multicluster.core.pods import run_seconds
 from multicluster.models import Cluster, Node, Pod, PodGroup
+from scheduling import admission, elastic, jobs, lifecycle
 from scheduling import conditions as cond
-from scheduling import elastic, jobs, lifecycle
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.quantities import quantity_to_int
 from scheduling.models import Event, Job, ResourceFlavor, Workload
@@ -149,6 +149,9 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
         Event.objects.bulk_create(events)
         if events or outcome.changed:
             live.notify(cluster_id)
+        if outcome.changed and cluster.role == ClusterRole.WORKER:
+            # A MultiKueue worker: the hub copies job status and finishes its workload.
+            admission.request_dispatch()
     return outcome
 
 
@@ -220,7 +223,9 @@ def _stop_jobs(cluster: Cluster, *, now: datetime, events: list[Event],
             continue
         workloads = list(job.workloads.all())
         wl = elastic.current_slice(workloads)
-        if _should_run(wl):
+        if _should_run(wl) or (wl is not None and wl.cluster_name and wl.phase in _RESERVED
+                               and not cond.is_true(wl.conditions, "Evicted")):
+            # Running here, or a MultiKueue hub job whose status mirrors its worker's.
             continue
         Pod.objects.filter(job=job, phase__in=_ACTIVE_PHASES).delete()
         PodGroup.objects.filter(job=job).delete()

@@ -1,0 +1,582 @@
+"""MultiKueue on the hub: dispatch workloads to worker clusters and follow them there.
+
+A hub cluster queue whose admission checks include one with controller
+``kueue.x-k8s.io/multikueue`` reserves quota first; ``sync_dispatch`` then does, per workload
+(Kueue's ``workload.go`` ``reconcileGroup``, kueue-behaviour §8.3):
+
+1. a workload that finished or holds no quota any more has its remote objects deleted (a
+   slice finished because its scale-up replaced it keeps them: they pass to the new slice);
+2. a remote copy that finished finishes the hub workload with the remote reason, and the
+   remote job's status is copied to the hub job;
+3. a remote copy evicted on its worker sets the check to ``Retry`` (the hub workload is
+   evicted and dispatched again after its back-off);
+4. the first copy **admitted** on its worker wins: the other copies are deleted, the job is
+   created on the winner (labels ``kueue.x-k8s.io/prebuilt-workload-name`` and
+   ``kueue.x-k8s.io/multikueue-origin``), the check goes ``Ready``, ``clusterName`` is set
+   and ``nominatedClusterNames`` cleared. A winner that is unreachable is kept for
+   ``MULTIKUEUE_WORKER_LOST_TIMEOUT_SECONDS`` (15 min), then the check goes ``Retry``;
+5. while the check is ``Pending``, the workload is nominated by its config's dispatcher
+   (``multicluster.core.dispatch.nominate``: AllAtOnce, Incremental, External) and a copy is
+   created in each nominated, connected worker's domain, where that worker's own admission
+   cycle admits it like any workload. An elastic scale-up slice goes only to the worker of
+   the slice it replaces.
+
+``collect_garbage`` deletes remote copies whose hub workload is gone. Everything is written
+in one transaction per workload; follow-up work is requested after commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+
+from kueueweb import live, reconcile
+from multicluster.choices import (
+    MULTIKUEUE_CONTROLLER_NAME,
+    ClusterRole,
+    ConnectionType,
+    DispatchState,
+)
+from multicluster.core import dispatch as core
+from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig
+from scheduling import admission, jobs, lifecycle
+from scheduling import conditions as cond
+from scheduling.choices import EventType, WorkloadPhase
+from scheduling.models import Event, Job, Workload
+
+logger = logging.getLogger(__name__)
+
+DISPATCH_TASK = admission.DISPATCH_TASK
+MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+_RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
+
+
+def _options() -> dict[str, Any]:
+    config: dict[str, Any] = settings.KUEUEWEB
+    return config
+
+
+def origin() -> str:
+    """The hub's name on the objects it creates in workers (Kueue ``multiKueue.origin``)."""
+    return str(_options()["MULTIKUEUE_ORIGIN"])
+
+
+def request_dispatch(cluster_id: int | None = None) -> None:
+    """Ask for a dispatch pass of the hub (the manager domain by default) after commit."""
+    hub = cluster_id if cluster_id is not None else Cluster.objects.manager_id()
+    if hub is not None:
+        reconcile.request(DISPATCH_TASK, hub)
+
+
+def is_connected(cluster: Cluster) -> bool:
+    """A worker counts as connected when its ``Active`` condition is True; a simulated
+    worker that was never probed is connected unless it was marked lost."""
+    active = cond.find(cluster.conditions, "Active")
+    if active is None:
+        return cluster.connection_type == ConnectionType.SIMULATED
+    return active.get("status") == "True"
+
+
+@dataclass
+class DispatchOutcome:
+    created: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    won: list[str] = field(default_factory=list)
+    retried: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    next_at: datetime | None = None
+
+    def due(self, moment: datetime | None) -> None:
+        if moment is not None and (self.next_at is None or moment < self.next_at):
+            self.next_at = moment
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.deleted or self.won or self.retried or self.finished)
+
+
+@dataclass(frozen=True)
+class _Hub:
+    cluster_id: int
+    checks: Mapping[str, MultiKueueConfig | None]  # MultiKueue check name -> its config
+    workers: Mapping[str, Cluster]
+    connected: frozenset[str]
+
+
+def _epoch(moment: datetime | None) -> float | None:
+    return moment.timestamp() if moment is not None else None
+
+
+def _hub(cluster_id: int) -> _Hub | None:
+    checks = list(AdmissionCheck.objects.filter(cluster_id=cluster_id,
+                                                controller_name=MULTIKUEUE_CONTROLLER_NAME))
+    if not checks:
+        return None
+    configs = {c.name: c for c in MultiKueueConfig.objects.filter(cluster_id=cluster_id)}
+    by_check = {ac.name: configs.get(str((ac.parameters or {}).get("name", "")))
+                for ac in checks}
+    workers = {c.name: c for c in Cluster.objects.filter(role=ClusterRole.WORKER)}
+    connected = frozenset(name for name, c in workers.items() if is_connected(c))
+    return _Hub(cluster_id, by_check, workers, connected)
+
+
+def _check_state(wl: Workload, hub: _Hub) -> dict[str, Any] | None:
+    for state in wl.admission_check_states or ():
+        if state.get("name") in hub.checks:
+            return dict(state)
+    return None
+
+
+# =========================================================================================
+# The pass
+# =========================================================================================
+
+
+def sync_dispatch(cluster_id: int, *, now: datetime) -> DispatchOutcome:
+    """One dispatch pass over the hub domain ``cluster_id``."""
+    outcome = DispatchOutcome()
+    hub = _hub(cluster_id)
+    if hub is None:
+        return outcome
+    candidates = Workload.objects.filter(cluster_id=cluster_id).filter(
+        Q(phase__in=_RESERVED) | Q(dispatches__isnull=False)).distinct().values_list(
+        "pk", flat=True)
+    for pk in list(candidates):
+        with transaction.atomic():
+            wl = (Workload.objects.select_for_update(of=("self",)).select_related("job")
+                  .filter(pk=pk).first())
+            if wl is None:
+                continue
+            _sync_workload(wl, hub, now=now, outcome=outcome)
+            if outcome.changed:
+                live.notify(cluster_id)
+    return outcome
+
+
+def _sync_workload(wl: Workload, hub: _Hub, *, now: datetime, outcome: DispatchOutcome) -> None:
+    state = _check_state(wl, hub)
+    copies = list(Dispatch.objects.filter(workload=wl).select_related("worker", "remote_workload"))
+    finished = cond.find(wl.conditions, "Finished")
+    if wl.phase == WorkloadPhase.FINISHED and finished and (
+            finished.get("reason") == jobs.WORKLOAD_SLICE_REPLACED):
+        # Its remote objects pass to the slice that replaced it.
+        Dispatch.objects.filter(workload=wl).delete()
+        return
+    if wl.phase not in _RESERVED or state is None:
+        _delete_copies(wl, copies, outcome=outcome)
+        return
+    if cond.is_true(wl.conditions, "Evicted"):
+        # Evicted on the hub: stop the remote work; quota is released after.
+        _delete_copies(wl, copies, outcome=outcome)
+        return
+    remote = {d.worker.name: d for d in copies if d.remote_workload is not None}
+    views = [_view(d) for d in remote.values()]
+
+    done = core.first_finished(views)
+    if done is not None and done.finished is not None:
+        _finish_from_remote(wl, remote[done.cluster], done.finished, now=now, outcome=outcome)
+        return
+    check_name = str(state["name"])
+    if state.get("state") == "Ready":
+        evicted = [v for v in views if v.evicted]
+        if evicted:
+            _retry(wl, check_name, f"Workload evicted on worker cluster: {evicted[0].cluster}, "
+                   "resetting for re-admission", now=now, outcome=outcome)
+            return
+    winner = core.admitting_remote(views)
+    if winner is not None:
+        _keep_winner(wl, check_name, state, remote[winner.cluster], copies, hub, now=now,
+                     outcome=outcome)
+        return
+    if state.get("state") == "Ready":
+        _lost_winner(wl, check_name, hub, now=now, outcome=outcome)
+        return
+    if state.get("state") != "Pending":
+        return
+    config = hub.checks.get(check_name)
+    if config is None:
+        return
+    _nominate(wl, config, copies, hub, now=now, outcome=outcome)
+
+
+def _view(d: Dispatch) -> core.RemoteCopy:
+    remote = d.remote_workload
+    assert remote is not None
+    admitted = cond.find(remote.conditions, "Admitted")
+    finished = cond.find(remote.conditions, "Finished")
+    return core.RemoteCopy(
+        cluster=d.worker.name,
+        admitted_at=_epoch(cond.parse_timestamp(admitted.get("lastTransitionTime")))
+        if admitted and admitted.get("status") == "True" else None,
+        finished=(str(finished.get("reason", "")), str(finished.get("message", "")))
+        if finished and finished.get("status") == "True" else None,
+        finished_at=_epoch(cond.parse_timestamp(finished.get("lastTransitionTime")))
+        if finished else None,
+        evicted=cond.is_true(remote.conditions, "Evicted"),
+    )
+
+
+# =========================================================================================
+# Nomination and copies
+# =========================================================================================
+
+
+def _nominate(wl: Workload, config: MultiKueueConfig, copies: list[Dispatch], hub: _Hub, *,
+              now: datetime, outcome: DispatchOutcome) -> None:
+    configured = [str(c) for c in config.clusters]
+    rounds = max((d.round for d in copies), default=0)
+    started = max((d.nominated_at for d in copies if d.round == rounds), default=None)
+    if wl.cluster_name:
+        # An elastic scale-up slice stays on the worker of the slice it replaces.
+        clusters: tuple[str, ...] = (wl.cluster_name,)
+        next_at = None
+    else:
+        nomination = core.nominate(
+            config.dispatcher, configured=configured, connected=hub.connected,
+            nominated=list(wl.nominated_cluster_names or ()), rounds=rounds,
+            round_started_at=_epoch(started), now=now.timestamp(),
+            step=int(_options()["DISPATCH_STEP_SIZE"]),
+            round_seconds=float(_options()["DISPATCH_ROUND_TIMEOUT_SECONDS"]),
+        )
+        clusters, rounds = nomination.clusters, nomination.rounds
+        next_at = (datetime.fromtimestamp(nomination.next_at, tz=now.tzinfo)
+                   if nomination.next_at is not None else None)
+        outcome.due(next_at)
+    by_worker = {d.worker.name: d for d in copies}
+    for d in copies:
+        if d.worker.name not in clusters:
+            _delete_copy(d, outcome=outcome)
+    for name in clusters:
+        worker = hub.workers.get(name)
+        if worker is None or name not in hub.connected:
+            continue  # nominated but unreachable: retried on a later pass
+        existing = by_worker.get(name)
+        if existing is not None and existing.remote_workload is not None:
+            continue
+        remote = _create_copy(wl, worker)
+        if existing is None:
+            Dispatch.objects.create(workload=wl, worker=worker, remote_workload=remote,
+                                    state=DispatchState.CREATED, round=max(rounds, 1),
+                                    nominated_at=now)
+        else:
+            Dispatch.objects.filter(pk=existing.pk).update(remote_workload=remote,
+                                                           state=DispatchState.CREATED)
+        outcome.created.append(f"{name}/{wl.namespace}/{wl.name}")
+        admission.request_admission(worker.pk)
+    if list(clusters) != list(wl.nominated_cluster_names or ()):
+        Workload.objects.filter(pk=wl.pk).update(nominated_cluster_names=list(clusters),
+                                                 resource_version=F("resource_version") + 1)
+
+
+def _create_copy(wl: Workload, worker: Cluster) -> Workload:
+    """The remote Workload (Kueue ``cloneForCreate``): same name and spec, labels without the
+    job uid plus the origin, annotations as they are; no status."""
+    from scheduling.services import local_queue_for, save_new_workload
+
+    stale = Workload.objects.filter(cluster=worker, namespace=wl.namespace, name=wl.name)
+    for old in stale:
+        _delete_remote(old)
+    labels = {k: v for k, v in (wl.labels or {}).items() if k != jobs.JOB_UID_LABEL}
+    labels[MULTIKUEUE_ORIGIN_LABEL] = origin()
+    job = None
+    replaced = (wl.annotations or {}).get(jobs.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION)
+    if replaced:
+        # A scale-up slice joins the job the worker already runs for the chain.
+        namespace, _, name = str(replaced).partition("/")
+        job = Job.objects.filter(cluster=worker, workloads__namespace=namespace,
+                                 workloads__name=name).first()
+    return save_new_workload(Workload(
+        cluster=worker, namespace=wl.namespace, name=wl.name, job=job,
+        queue_name=wl.queue_name,
+        local_queue=local_queue_for(worker, wl.namespace, wl.queue_name),
+        priority_class_name=wl.priority_class_name,
+        priority_class_source=wl.priority_class_source, priority=wl.priority,
+        active=True, maximum_execution_time_seconds=wl.maximum_execution_time_seconds,
+        pod_sets=[dict(ps) for ps in wl.pod_sets], labels=labels,
+        annotations=dict(wl.annotations or {}),
+    ))
+
+
+def _delete_remote(remote: Workload) -> None:
+    """Delete a remote workload and the job created for it on its worker (only ours)."""
+    worker_id = lifecycle.domain_of(remote)
+    freed = remote.cluster_queue_id if remote.phase in _RESERVED else None
+    job = remote.job
+    remote.delete()
+    if job is not None and (job.manifest.get("metadata") or {}).get("labels", {}).get(
+            MULTIKUEUE_ORIGIN_LABEL) == origin() and not job.workloads.exists():
+        job.delete()
+    if freed is not None:
+        admission.on_quota_released(worker_id, [freed], now=_now())
+    else:
+        admission.request_admission(worker_id)
+    admission.request_cluster_sync(worker_id)
+
+
+def _now() -> datetime:
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+def _delete_copy(d: Dispatch, *, outcome: DispatchOutcome) -> None:
+    if d.remote_workload is not None:
+        _delete_remote(d.remote_workload)
+    outcome.deleted.append(f"{d.worker.name}/{d.workload_id}")
+    d.delete()
+
+
+def _delete_copies(wl: Workload, copies: Iterable[Dispatch], *, outcome: DispatchOutcome) -> None:
+    for d in copies:
+        _delete_copy(d, outcome=outcome)
+    if wl.nominated_cluster_names and wl.phase not in _RESERVED:
+        Workload.objects.filter(pk=wl.pk).update(nominated_cluster_names=[])
+
+
+# =========================================================================================
+# The winner
+# =========================================================================================
+
+
+def _keep_winner(wl: Workload, check_name: str, state: Mapping[str, Any], won: Dispatch,
+                 copies: list[Dispatch], hub: _Hub, *, now: datetime,
+                 outcome: DispatchOutcome) -> None:
+    worker = won.worker
+    for d in copies:
+        if d.pk != won.pk:
+            _delete_copy(d, outcome=outcome)
+    remote = won.remote_workload
+    assert remote is not None
+    _propagate_scale_down(wl, remote)
+    _ensure_remote_job(wl, remote, worker)
+    if won.state != DispatchState.WON:
+        Dispatch.objects.filter(pk=won.pk).update(state=DispatchState.WON)
+    _sync_job_status(wl, remote, now=now)
+    if state.get("state") in ("Retry", "Rejected"):
+        return
+    if wl.cluster_name and wl.cluster_name != worker.name:
+        logger.error("workload %s/%s is placed on %s, not on %s", wl.namespace, wl.name,
+                     wl.cluster_name, worker.name)
+        return
+    if state.get("state") != "Ready":
+        Workload.objects.filter(pk=wl.pk).update(
+            cluster_name=worker.name, nominated_cluster_names=[],
+            resource_version=F("resource_version") + 1)
+        admission.set_admission_check_states(wl.pk, [{
+            "name": check_name, "state": "Ready",
+            "message": f"The workload was admitted on {worker.name}"}], now=now)
+        outcome.won.append(f"{wl.namespace}/{wl.name}@{worker.name}")
+
+
+def _admitted_pods(remote: Workload) -> int:
+    """Pods the copy may run: its admitted counts, capped by a scale-down in place."""
+    spec = {ps.get("name"): int(ps.get("count", 1)) for ps in remote.pod_sets}
+    return sum(min(int(psa.get("count", 0)), spec.get(psa.get("name"), 0))
+               for psa in (remote.admission or {}).get("podSetAssignments", ()))
+
+
+def _propagate_scale_down(wl: Workload, remote: Workload) -> None:
+    """An elastic job shrunk on the hub shrinks its copy in place (Kueue updates the remote
+    spec for a scale-down); the worker frees the quota and the job follows."""
+    counts = {ps.get("name"): int(ps.get("count", 1)) for ps in wl.pod_sets}
+    pod_sets = [dict(ps) for ps in remote.pod_sets]
+    changed = False
+    for ps in pod_sets:
+        wanted = counts.get(ps.get("name"))
+        if wanted is not None and wanted < int(ps.get("count", 1)):
+            ps["count"] = wanted
+            changed = True
+    if not changed:
+        return
+    remote.pod_sets = pod_sets
+    remote.save(update_fields=["pod_sets", "resource_version", "updated_at"])
+    worker_id = lifecycle.domain_of(remote)
+    if remote.cluster_queue_id is not None and remote.phase in _RESERVED:
+        admission.on_quota_released(worker_id, [remote.cluster_queue_id], now=_now())
+    if remote.job is not None:
+        spec = dict(remote.job.manifest.get("spec") or {})
+        spec["parallelism"] = sum(int(ps.get("count", 1)) for ps in pod_sets)
+        remote.job.manifest = {**remote.job.manifest, "spec": spec}
+        remote.job.save(update_fields=["manifest", "resource_version", "updated_at"])
+    admission.request_cluster_sync(worker_id)
+
+
+def _ensure_remote_job(wl: Workload, remote: Workload, worker: Cluster) -> None:
+    """The job on the winner, made from the hub job once the remote copy is admitted; an
+    elastic job's parallelism follows the admitted slice."""
+    hub_job = wl.job
+    if hub_job is None:
+        return
+    count = _admitted_pods(remote)
+    if remote.job is not None:
+        job = remote.job
+        spec = dict(job.manifest.get("spec") or {})
+        if jobs.is_elastic((job.manifest.get("metadata") or {}).get("annotations") or {},
+                           slices_enabled=True) and spec.get("parallelism") != count:
+            spec["parallelism"] = count
+            job.manifest = {**job.manifest, "spec": spec}
+            job.save(update_fields=["manifest", "resource_version", "updated_at"])
+            admission.request_cluster_sync(int(worker.pk))
+        return
+    manifest = {k: v for k, v in hub_job.manifest.items() if k != "status"}
+    metadata = {k: v for k, v in (manifest.get("metadata") or {}).items()
+                if k in ("name", "namespace", "labels", "annotations", "generation")}
+    labels = dict(metadata.get("labels") or {})
+    labels[MULTIKUEUE_ORIGIN_LABEL] = origin()
+    labels[jobs.PREBUILT_WORKLOAD_LABEL] = remote.name
+    metadata["labels"] = labels
+    spec = {k: v for k, v in (manifest.get("spec") or {}).items()
+            if k not in ("selector", "managedBy")}
+    spec["suspend"] = True
+    job = Job(cluster=worker, namespace=hub_job.namespace, name=hub_job.name)
+    metadata["uid"] = str(job.uid)
+    job.manifest = {**manifest, "metadata": metadata, "spec": spec}
+    job.save()
+    Workload.objects.filter(pk=remote.pk).update(job=job)
+    remote.job = job
+    admission.request_cluster_sync(int(worker.pk))
+
+
+def _sync_job_status(wl: Workload, remote: Workload, *, now: datetime) -> None:
+    """The remote job's status on the hub job, and the PodsReady/reclaim it implies."""
+    hub_job, remote_job = wl.job, remote.job
+    if hub_job is None or remote_job is None:
+        return
+    status = dict(remote_job.status or {})
+    if status != (hub_job.status or {}) or hub_job.suspend != remote_job.suspend:
+        hub_job.status = status
+        hub_job.suspend = remote_job.suspend
+        hub_job.save(update_fields=["status", "suspend", "resource_version", "updated_at"])
+    if remote_job.suspend:
+        return
+    spec = remote_job.manifest.get("spec") or {}
+    completions = spec.get("completions")
+    report = lifecycle.JobReport(
+        parallelism=_admitted_pods(remote),
+        completions=None if completions is None else int(completions),
+        active=int(status.get("active", 0)), ready=int(status.get("ready", 0)),
+        succeeded=int(status.get("succeeded", 0)), failed=int(status.get("failed", 0)),
+    )
+    wl.refresh_from_db()
+    events: list[Event] = []
+    lifecycle.sync_job_status(wl, report, now=now, events=events)
+    Event.objects.bulk_create(events)
+
+
+def _finish_from_remote(wl: Workload, d: Dispatch, finished: tuple[str, str], *,
+                        now: datetime, outcome: DispatchOutcome) -> None:
+    remote = d.remote_workload
+    assert remote is not None
+    _sync_job_status(wl, remote, now=now)
+    wl.refresh_from_db()
+    reason, message = finished
+    events: list[Event] = []
+    if lifecycle.finish(wl, reason, message, now=now, events=events):
+        outcome.finished.append(f"{wl.namespace}/{wl.name}")
+    Event.objects.bulk_create(events)
+
+
+def _retry(wl: Workload, check_name: str, message: str, *, now: datetime,
+           outcome: DispatchOutcome) -> None:
+    admission.set_admission_check_states(
+        wl.pk, [{"name": check_name, "state": "Retry", "message": message}], now=now)
+    Event.objects.create(
+        cluster_id=lifecycle.domain_of(wl), workload=wl, object_kind="Workload",
+        object_namespace=wl.namespace, object_name=wl.name, type=EventType.WARNING,
+        reason="MultiKueueRetry", message=message, created_at=now)
+    outcome.retried.append(f"{wl.namespace}/{wl.name}")
+
+
+def _lost_winner(wl: Workload, check_name: str, hub: _Hub, *, now: datetime,
+                 outcome: DispatchOutcome) -> None:
+    """The check is Ready but no admitted copy is seen: keep waiting for an unreachable
+    winner until ``lostSince + workerLostTimeout``, then dispatch again."""
+    worker = hub.workers.get(wl.cluster_name) if wl.cluster_name else None
+    if worker is not None and wl.cluster_name not in hub.connected:
+        timeout = float(_options()["MULTIKUEUE_WORKER_LOST_TIMEOUT_SECONDS"])
+        lost_since = worker.lost_since or now
+        if not core.winner_lost(_epoch(lost_since), now=now.timestamp(),
+                                worker_lost_timeout=timeout):
+            outcome.due(lost_since + timedelta(seconds=timeout))
+            return
+        _retry(wl, check_name, "Admitting remote lost", now=now, outcome=outcome)
+        return
+    if not wl.cluster_name:
+        _retry(wl, check_name, "Unexpected: the workload has no cluster name", now=now,
+               outcome=outcome)
+        return
+    _retry(wl, check_name, "Admitting remote no longer exists", now=now, outcome=outcome)
+
+
+# =========================================================================================
+# Garbage collection, triggers
+# =========================================================================================
+
+
+def collect_garbage(*, now: datetime) -> int:
+    """Delete remote copies (and their jobs) whose hub workload no longer exists, on every
+    connected worker (Kueue's garbage collector, every minute); a lost worker's leftovers
+    go once it is back."""
+    del now
+    hub_id = Cluster.objects.manager_id()
+    hub_keys = set(Workload.objects.filter(cluster__role=ClusterRole.MANAGER).filter(
+        cluster_id=hub_id or 0).values_list("namespace", "name"))
+    removed = 0
+    with transaction.atomic():
+        for remote in Workload.objects.filter(cluster__role=ClusterRole.WORKER).select_related(
+                "job", "cluster"):
+            if (remote.labels or {}).get(MULTIKUEUE_ORIGIN_LABEL) != origin():
+                continue
+            if (remote.namespace, remote.name) in hub_keys or not is_connected(remote.cluster):
+                continue
+            _delete_remote(remote)
+            removed += 1
+    return removed
+
+
+def sync_and_reschedule(cluster_id: int, *, now: datetime) -> DispatchOutcome:
+    """``sync_dispatch``, then a wake-up at its next deadline (an incremental round, a lost
+    worker's timeout) when that comes before the periodic pass would."""
+    outcome = sync_dispatch(cluster_id, now=now)
+    if outcome.next_at is not None:
+        delay = (outcome.next_at - now).total_seconds()
+        if delay < float(_options()["CLUSTER_SYNC_INTERVAL_SECONDS"]):
+            with transaction.atomic():
+                reconcile.request_later(DISPATCH_TASK, max(delay, 0.0), cluster_id)
+    return outcome
+
+
+def set_nominated_clusters(wl: Workload, names: Any, *, now: datetime) -> Workload:
+    """An external dispatcher's ``status.nominatedClusterNames`` (Kueue's External mode):
+    only while the MultiKueue check is Pending, quota is reserved and no worker won.
+    Raises ValidationError naming ``status.nominatedClusterNames``."""
+    from django.core.exceptions import ValidationError
+
+    path = "status.nominatedClusterNames"
+    hub = _hub(lifecycle.domain_of(wl))
+    state = _check_state(wl, hub) if hub is not None else None
+    if hub is None or state is None:
+        raise ValidationError({path: ["the workload has no MultiKueue admission check"]})
+    config = hub.checks.get(str(state["name"]))
+    configured = [str(c) for c in config.clusters] if config is not None else []
+    problems = core.validate_nominated(names, configured)
+    if not problems and (wl.phase not in _RESERVED or state.get("state") != "Pending"):
+        problems.append("can only be set while quota is reserved and the MultiKueue check "
+                        "is Pending")
+    if not problems and wl.cluster_name:
+        problems.append(f"the workload was admitted on {wl.cluster_name} already")
+    if problems:
+        raise ValidationError({path: problems})
+    with transaction.atomic():
+        Workload.objects.filter(pk=wl.pk).update(nominated_cluster_names=list(names),
+                                                 resource_version=F("resource_version") + 1)
+        request_dispatch(lifecycle.domain_of(wl))
+    wl.refresh_from_db()
+    return wl
