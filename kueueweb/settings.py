@@ -262,6 +262,15 @@ KUEUEWEB: dict[str, Any] = {
     "MULTIKUEUE_GC_INTERVAL_SECONDS": env_int("KUEUEWEB_MULTIKUEUE_GC_INTERVAL_SECONDS", 60),
     "DISPATCH_STEP_SIZE": env_int("KUEUEWEB_DISPATCH_STEP_SIZE", 3),
     "DISPATCH_ROUND_TIMEOUT_SECONDS": env_int("KUEUEWEB_DISPATCH_ROUND_TIMEOUT_SECONDS", 300),
+    # Kubernetes clusters (multicluster/kube): a timeout on every API call, how long a watch
+    # is read per pass, probe and lease periods; kubeconfigs naming local files or commands
+    # (exec, auth-provider, tokenFile, certificate paths) are refused unless allowed.
+    "KUBE_REQUEST_TIMEOUT_SECONDS": env_float("KUEUEWEB_KUBE_REQUEST_TIMEOUT_SECONDS", 10.0),
+    "KUBE_WATCH_QUIET_SECONDS": env_float("KUEUEWEB_KUBE_WATCH_QUIET_SECONDS", 1.0),
+    "KUBE_WATCH_MAX_SECONDS": env_float("KUEUEWEB_KUBE_WATCH_MAX_SECONDS", 5.0),
+    "KUBE_PROBE_INTERVAL_SECONDS": env_float("KUEUEWEB_KUBE_PROBE_INTERVAL_SECONDS", 60.0),
+    "KUBE_SYNC_LEASE_SECONDS": env_float("KUEUEWEB_KUBE_SYNC_LEASE_SECONDS", 120.0),
+    "KUBE_ALLOW_LOCAL_CREDENTIALS": env_bool("KUEUEWEB_KUBE_ALLOW_LOCAL_CREDENTIALS", False),
     # Periods of the lifecycle and cluster reconcilers (each also wakes itself at its next
     # deadline when that comes sooner).
     "LIFECYCLE_INTERVAL_SECONDS": LIFECYCLE_INTERVAL_SECONDS,
@@ -296,6 +305,11 @@ if KUEUEWEB["MULTIKUEUE_GC_INTERVAL_SECONDS"] > 0:
         "task": "multicluster.tasks.garbage_collect_task",
         "schedule": KUEUEWEB["MULTIKUEUE_GC_INTERVAL_SECONDS"],
     }
+# Kubernetes clusters: a pass of each one's reconciler (connect, start, scale, stop, report).
+CELERY_BEAT_SCHEDULE["sync-kube-clusters"] = {
+    "task": "multicluster.tasks.sync_kube_clusters_task",
+    "schedule": CLUSTER_SYNC_INTERVAL_SECONDS,
+}
 if KUEUEWEB["DEMO_TRAFFIC_INTERVAL_SECONDS"] > 0:
     CELERY_BEAT_SCHEDULE["demo-traffic"] = {
         "task": "scheduling.tasks.demo_traffic_task",

@@ -26,3 +26,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "production" in item.keywords:
             item.add_marker(skip)
+
+# The Kubernetes API test server for the cluster backend (multicluster/kube).
+pytest_plugins += ["tests.fixtures.kube_api"]

@@ -1,0 +1,258 @@
+"""One Kubernetes API client per cluster, built from the cluster's stored kubeconfig.
+
+Never the client library's global configuration and never ``~/.kube``: a kueueweb process
+talks to many clusters at once, so each gets its own ``ApiClient`` from
+``kubernetes.config.new_client_from_config_dict``. Clients are cached per process, keyed by
+(cluster id, hash of the kubeconfig), so an uploaded kubeconfig takes effect at the next call.
+
+Every call goes through ``KubeClient.call`` / ``KubeClient.open_stream``: a timeout on each
+request (``KUEUEWEB["KUBE_REQUEST_TIMEOUT_SECONDS"]``, 10 s by default), no urllib3 retries
+(the reconcilers retry with Kueue's back-off instead), the answer decoded from JSON into
+plain dicts, and the library's exceptions turned into ``multicluster.kube.errors``.
+
+A kubeconfig that would make this process run a command (``exec``, ``auth-provider``) or
+read local files (``tokenFile``, certificate paths) is refused unless
+``KUEUEWEB["KUBE_ALLOW_LOCAL_CREDENTIALS"]`` is set: it was uploaded through the web.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import urllib3
+import yaml
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from multicluster.kube.errors import KubeApiError, KubeConfigError, KubeUnavailable
+from multicluster.models import Cluster
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 10.0
+DISCOVERY_TTL_SECONDS = 60.0
+# Statuses that say "this server cannot be used now" rather than "this request is wrong".
+_UNAVAILABLE_STATUSES = frozenset({0, 401, 429})
+_LOCAL_USER_KEYS = ("exec", "auth-provider", "tokenFile", "client-certificate", "client-key")
+_LOCAL_CLUSTER_KEYS = ("certificate-authority",)
+
+
+def _options() -> Mapping[str, Any]:
+    config: Mapping[str, Any] = settings.KUEUEWEB
+    return config
+
+
+def request_timeout() -> float:
+    """Seconds a single request may take (connect, then each read)."""
+    value = float(_options().get("KUBE_REQUEST_TIMEOUT_SECONDS", DEFAULT_REQUEST_TIMEOUT_SECONDS))
+    return value if value > 0 else DEFAULT_REQUEST_TIMEOUT_SECONDS
+
+
+def load_kubeconfig(text: str) -> dict[str, Any]:
+    """The kubeconfig as a dict, once it is known to be usable from this process.
+
+    Raises KubeConfigError (Kueue's ``BadConfig``) with a message an operator can act on.
+    """
+    if not text.strip():
+        raise KubeConfigError("no kubeconfig is stored for this cluster")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise KubeConfigError(f"the kubeconfig is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
+        raise KubeConfigError("not a kubeconfig: expected a YAML mapping with a 'clusters' list")
+    if not bool(_options().get("KUBE_ALLOW_LOCAL_CREDENTIALS", False)):
+        for kind, entries, keys in (("user", data.get("users"), _LOCAL_USER_KEYS),
+                                    ("cluster", data.get("clusters"), _LOCAL_CLUSTER_KEYS)):
+            for entry in entries or ():
+                body = (entry or {}).get(kind) or {} if isinstance(entry, dict) else {}
+                used = [key for key in keys if isinstance(body, dict) and body.get(key)]
+                if used:
+                    raise KubeConfigError(
+                        f"{kind} {entry.get('name', '')!r} uses {', '.join(used)}: only inline "
+                        "credentials (token, *-data fields) are accepted")
+    return data
+
+
+def _config_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _status_of(exc: ApiException) -> tuple[int, str, str]:
+    """(code, reason, message) of an error answer, from its ``Status`` body when it has one."""
+    status = int(exc.status or 0)
+    reason, message = str(exc.reason or ""), ""
+    try:
+        body = json.loads(exc.body) if exc.body else {}
+    except (TypeError, ValueError):
+        body = {}
+    if isinstance(body, dict):
+        reason = str(body.get("reason") or reason)
+        message = str(body.get("message") or "")
+    return status, reason, message or str(exc.body or "").strip()[:500]
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line account of a transport failure (the URL and what happened)."""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+        return f"{exc.url}: {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _api_error(exc: ApiException) -> KubeApiError | KubeUnavailable:
+    status, reason, message = _status_of(exc)
+    if status in _UNAVAILABLE_STATUSES or status >= 500:
+        return KubeUnavailable(f"{status} {reason}: {message}".strip())
+    return KubeApiError(status, reason, message)
+
+
+class KubeClient:
+    """The APIs of one cluster, sharing one ``ApiClient`` (its connection pool)."""
+
+    def __init__(self, api_client: Any, *, timeout: float) -> None:
+        self.api_client = api_client
+        self.timeout = timeout
+        self.core = k8s.CoreV1Api(api_client)
+        # Jobs and the gang Workload go through the generic API: their bodies are sent as
+        # given (the typed APIs validate them against the library's models and would refuse
+        # fields newer than the library, e.g. a pod template's workloadRef).
+        self.custom = k8s.CustomObjectsApi(api_client)
+        self.versions = k8s.VersionApi(api_client)
+        self._discovery: dict[str, tuple[float, frozenset[str] | None]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def host(self) -> str:
+        return str(self.api_client.configuration.host)
+
+    def _send(self, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+              timeout: float | tuple[float, float]) -> Any:
+        kwargs.update(_preload_content=False, _request_timeout=timeout)
+        try:
+            return method(*args, **kwargs)
+        except ApiException as exc:
+            raise _api_error(exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeUnavailable(describe(exc)) from exc
+
+    def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)`` of one of this client's APIs, with the timeout; the
+        answer decoded from JSON (``{}`` when empty)."""
+        response = self._send(method, args, kwargs, (self.timeout, self.timeout))
+        try:
+            data = response.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeUnavailable(describe(exc)) from exc
+        finally:
+            response.release_conn()
+        if not data:
+            return {}
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise KubeUnavailable(f"the server answered with something else than JSON: "
+                                  f"{data[:200]!r}") from exc
+
+    def open_stream(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """The not yet read response of a streaming call (a watch); the caller closes it."""
+        return self._send(method, args, kwargs, (self.timeout, self.timeout))
+
+    def served_resources(self, group_version: str) -> frozenset[str] | None:
+        """The resources the server serves in ``group_version`` (discovery, cached for a
+        minute), or None when the group/version is not served."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._discovery.get(group_version)
+        if cached is not None and now - cached[0] < DISCOVERY_TTL_SECONDS:
+            return cached[1]
+        group, _, version = group_version.rpartition("/")
+        try:
+            if group:
+                answer = self.call(self.custom.get_api_resources, group, version)
+            else:
+                answer = self.call(self.core.get_api_resources)
+            names: frozenset[str] | None = frozenset(
+                str(r.get("name")) for r in answer.get("resources") or () if isinstance(r, dict))
+        except KubeApiError as exc:
+            if not (exc.not_found or exc.forbidden):
+                raise
+            names = None
+        with self._lock:
+            self._discovery[group_version] = (now, names)
+        return names
+
+    def forget_discovery(self) -> None:
+        with self._lock:
+            self._discovery.clear()
+
+    def close(self) -> None:
+        try:
+            self.api_client.close()
+        except Exception:  # closing a pool must never break the caller
+            logger.debug("closing a Kubernetes client failed", exc_info=True)
+
+
+def build_client(kubeconfig: str) -> KubeClient:
+    """A new client for ``kubeconfig`` (YAML text); raises KubeConfigError."""
+    data = load_kubeconfig(kubeconfig)
+    configuration = k8s.Configuration()
+    # No urllib3 retries: a failure is reported at once and retried with back-off.
+    configuration.retries = 0
+    try:
+        api_client = k8s_config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
+            data, persist_config=False, client_configuration=configuration)
+    except (k8s_config.ConfigException, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise KubeConfigError(f"the kubeconfig cannot be loaded: {exc}") from exc
+    return KubeClient(api_client, timeout=request_timeout())
+
+
+_clients: dict[int, tuple[str, KubeClient]] = {}
+_clients_lock = threading.Lock()
+
+
+def client_for(cluster: Cluster) -> KubeClient:
+    """The cached client of ``cluster``, rebuilt when its kubeconfig changed."""
+    try:
+        kubeconfig = cluster.get_kubeconfig()
+    except ImproperlyConfigured as exc:
+        raise KubeConfigError(str(exc)) from exc
+    key = _config_hash(f"{kubeconfig}\n{request_timeout()}\n"
+                       f"{_options().get('KUBE_ALLOW_LOCAL_CREDENTIALS', False)}")
+    with _clients_lock:
+        cached = _clients.get(cluster.pk)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+    fresh = build_client(kubeconfig)
+    with _clients_lock:
+        previous = _clients.get(cluster.pk)
+        _clients[cluster.pk] = (key, fresh)
+    if previous is not None:
+        previous[1].close()
+    return fresh
+
+
+def config_fingerprint(cluster: Cluster) -> str:
+    """A short digest of the cluster's kubeconfig: watch state is kept per fingerprint, so
+    pointing a cluster at another server starts from a fresh list."""
+    try:
+        return _config_hash(cluster.get_kubeconfig())[:16]
+    except ImproperlyConfigured:
+        return "undecryptable"
+
+
+def forget_clients() -> None:
+    """Drop every cached client (tests; a changed encryption key)."""
+    with _clients_lock:
+        clients = [entry[1] for entry in _clients.values()]
+        _clients.clear()
+    for kube in clients:
+        kube.close()

@@ -1,0 +1,577 @@
+"""The Kubernetes cluster's reconciler: it runs the admitted jobs of a domain on a real API
+server. The counterpart of ``multicluster.simulated.runner`` for ``connection_type ==
+"kubernetes"``; the cluster's own Job controller, scheduler and kubelets do the rest.
+
+One pass (``sync_kube_cluster``), under a lease so that one worker at a time runs a cluster:
+
+0. **connect**: a disconnected cluster is probed once its back-off has passed (at once when
+   its kubeconfig changed); a connected one is probed again every
+   ``KUBE_PROBE_INTERVAL_SECONDS`` to refresh its nodes and capacity;
+1. **observe**: list + watch the Jobs and Pods carrying our
+   ``kueue.x-k8s.io/multikueue-origin`` label, resuming from the resource versions of the
+   last pass (kept in the cache, not in process memory, so any worker can take over);
+2. for each local job of the domain:
+
+   - **start** the job of an admitted workload: create the remote Job (and the gang
+     Workload where served) and mark the local job unsuspended;
+   - **scale** a running elastic job whose admitted count changed (merge patch of
+     ``spec.parallelism``);
+   - **report** a running job's remote status (active, ready, succeeded, failed, Complete /
+     Failed) to the workload lifecycle (PodsReady, reclaimable pods, Finished), and delete
+     the remote Job once its workload finished;
+   - **stop** the job of a workload that is no longer admitted (evicted, deactivated):
+     suspend the remote Job, and once it has no active pods delete it, mark the local job
+     suspended and give the quota back (``lifecycle.release_stopped``; the local job stays
+     unsuspended until then, so the admission cycle does not release the quota early);
+   - **clean up** the remote Job of a finished workload.
+
+A server that cannot be reached in the middle of a pass disconnects the cluster
+(``connection.mark_unreachable``): the next pass reconnects with back-off.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import Q
+
+from kueueweb import live, reconcile
+from multicluster.choices import ConnectionType
+from multicluster.kube import connection
+from multicluster.kube.backend import (
+    JOBS,
+    PODS,
+    TOMBSTONE,
+    KubeBackend,
+    RefreshResult,
+    WatchKind,
+    WatchState,
+)
+from multicluster.kube.client import client_for, config_fingerprint
+from multicluster.kube.errors import KubeApiError, KubeConfigError, KubeUnavailable
+from multicluster.kube.manifests import (
+    ORIGIN_LABEL,
+    gang_workload,
+    job_finished,
+    pod_is_active,
+    reduce_job,
+    remote_job,
+)
+from multicluster.models import Cluster
+from scheduling import conditions as cond
+from scheduling import elastic, jobs, lifecycle
+from scheduling.choices import EventType, WorkloadPhase
+from scheduling.models import Event, Job, ResourceFlavor, Workload
+
+logger = logging.getLogger(__name__)
+
+SYNC_TASK = "multicluster.tasks.sync_kube_cluster_task"
+DEFAULT_WATCH_QUIET_SECONDS = 1.0
+DEFAULT_WATCH_MAX_SECONDS = 5.0
+DEFAULT_PROBE_INTERVAL_SECONDS = 60
+DEFAULT_LEASE_SECONDS = 120
+STATE_TIMEOUT_SECONDS = 24 * 3600
+_RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
+
+
+def _options() -> Mapping[str, Any]:
+    config: Mapping[str, Any] = settings.KUEUEWEB
+    return config
+
+
+def origin() -> str:
+    return str(_options().get("MULTIKUEUE_ORIGIN") or "multikueue")
+
+
+def origin_selector() -> str:
+    return f"{ORIGIN_LABEL}={origin()}"
+
+
+@dataclass
+class KubeSyncOutcome:
+    """What a pass did (names are ``namespace/name`` of jobs)."""
+
+    ran: bool = False
+    connected: bool = False
+    started: list[str] = field(default_factory=list)
+    scaled: list[str] = field(default_factory=list)
+    stopping: list[str] = field(default_factory=list)  # suspended, waiting for pods to go
+    stopped: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    watches: dict[str, RefreshResult] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.started or self.scaled or self.stopping or self.stopped
+                    or self.finished or self.deleted)
+
+
+# =========================================================================================
+# Shared state in the cache: the lease, watch state, the probe schedule
+# =========================================================================================
+
+
+def _key(cluster_id: int, *parts: str) -> str:
+    return ":".join(("kueueweb", "kube", str(cluster_id), *parts))
+
+
+def _state_key(cluster: Cluster, kind: WatchKind) -> str:
+    return _key(cluster.pk, config_fingerprint(cluster), origin(), kind.name)
+
+
+def load_state(cluster: Cluster, kind: WatchKind) -> WatchState:
+    return WatchState.from_json(cache.get(_state_key(cluster, kind)))
+
+
+def save_state(cluster: Cluster, kind: WatchKind, state: WatchState) -> None:
+    cache.set(_state_key(cluster, kind), state.to_json(), timeout=STATE_TIMEOUT_SECONDS)
+
+
+@contextmanager
+def _lease(cluster_id: int) -> Iterator[bool]:
+    """Hold the cluster for one pass (``cache.add`` is atomic in Redis and in locmem)."""
+    key = _key(cluster_id, "lease")
+    token = uuid.uuid4().hex
+    seconds = int(_options().get("KUBE_SYNC_LEASE_SECONDS", DEFAULT_LEASE_SECONDS))
+    held = bool(cache.add(key, token, timeout=seconds))
+    try:
+        yield held
+    finally:
+        if held and cache.get(key) == token:
+            cache.delete(key)
+
+
+def _probe_due(cluster: Cluster, *, now: datetime) -> bool:
+    """Probe when disconnected and the back-off has passed, when the kubeconfig changed
+    (Kueue resets the failed attempts then), or every probe interval while connected."""
+    if connection.config_changed(cluster):
+        return True
+    if not connection.is_connected(cluster):
+        return connection.reconnect_due(cluster, now=now)
+    return bool(cache.add(_key(cluster.pk, "probe-fresh"), 1, timeout=_probe_interval()))
+
+
+def _probe_interval() -> int:
+    interval = int(_options().get("KUBE_PROBE_INTERVAL_SECONDS", DEFAULT_PROBE_INTERVAL_SECONDS))
+    return max(interval, 1)
+
+
+# =========================================================================================
+# The pass
+# =========================================================================================
+
+
+def request_sync(cluster_id: int, delay_seconds: float = 0.0) -> None:
+    reconcile.request_later(SYNC_TASK, delay_seconds, cluster_id)
+
+
+def request_all() -> None:
+    """Ask for a pass of every Kubernetes cluster."""
+    with transaction.atomic():
+        for cluster_id in Cluster.objects.filter(
+                connection_type=ConnectionType.KUBERNETES).values_list("pk", flat=True):
+            request_sync(cluster_id)
+
+
+def sync_kube_cluster(cluster_id: int, *, now: datetime) -> KubeSyncOutcome:
+    """One pass of the Kubernetes cluster ``cluster_id`` (a no-op for other connections,
+    or while another worker runs it)."""
+    outcome = KubeSyncOutcome()
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None or cluster.connection_type != ConnectionType.KUBERNETES:
+        return outcome
+    with _lease(cluster_id) as held:
+        if not held:
+            return outcome
+        outcome.ran = True
+        if _probe_due(cluster, now=now):
+            result = connection.probe_cluster(cluster_id, now=now)
+            cluster.refresh_from_db()
+            if result is None or not result.connected:
+                return outcome
+            cache.set(_key(cluster_id, "probe-fresh"), 1, timeout=_probe_interval())
+        if not connection.is_connected(cluster):
+            return outcome
+        try:
+            backend = KubeBackend(client_for(cluster))
+        except KubeConfigError as exc:
+            connection.mark_bad_config(cluster, str(exc), now=now)
+            return outcome
+        outcome.connected = True
+        try:
+            _Pass(cluster, backend, now=now, outcome=outcome).run()
+        except KubeUnavailable as exc:
+            outcome.connected = False
+            connection.mark_unreachable(cluster, str(exc), now=now)
+    return outcome
+
+
+def _is_elastic(job: Job) -> bool:
+    annotations = (job.manifest.get("metadata") or {}).get("annotations") or {}
+    return jobs.is_elastic(annotations,
+                           slices_enabled=bool(_options()["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
+
+
+def _should_run(wl: Workload | None) -> bool:
+    return (wl is not None and wl.phase == WorkloadPhase.ADMITTED and wl.active
+            and not wl.cluster_name and not cond.is_true(wl.conditions, "Evicted"))
+
+
+def _local_job_finished(job: Job) -> bool:
+    return job_finished(job.status) is not None
+
+
+def admitted_pods(wl: Workload, *, elastic_job: bool) -> int:
+    """The pods the job may run: the admitted counts; for an elastic slice, each pod set's
+    admitted count capped by its current count (a scale-down lowers it in place)."""
+    counts = elastic.pod_set_counts(wl.pod_sets or [])
+    total = 0
+    for assignment in (wl.admission or {}).get("podSetAssignments", ()):
+        admitted = int(assignment.get("count", 0))
+        if elastic_job:
+            admitted = min(admitted, counts.get(str(assignment.get("name", "main")), admitted))
+        total += admitted
+    return total
+
+
+def flavor_placement(cluster: Cluster, admission: Mapping[str, Any]
+                     ) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """Node labels and tolerations of the flavors assigned to the job's pod set."""
+    assignments = admission.get("podSetAssignments") or [{}]
+    names = sorted(set((assignments[0].get("flavors") or {}).values()))
+    labels: dict[str, str] = {}
+    tolerations: list[dict[str, Any]] = []
+    for flavor in ResourceFlavor.objects.filter(cluster=cluster, name__in=names).order_by("name"):
+        labels.update(flavor.node_labels or {})
+        tolerations.extend(t for t in flavor.tolerations or [] if t not in tolerations)
+    return labels, tolerations
+
+
+def _set_local_suspend(job: Job, suspend: bool, status: dict[str, Any]) -> None:
+    manifest = dict(job.manifest)
+    manifest["spec"] = {**manifest.get("spec", {}), "suspend": suspend}
+    job.manifest = manifest
+    job.suspend = suspend
+    job.status = status
+    job.save(update_fields=["manifest", "suspend", "status", "resource_version", "updated_at"])
+
+
+class _Pass:
+    def __init__(self, cluster: Cluster, backend: KubeBackend, *, now: datetime,
+                 outcome: KubeSyncOutcome) -> None:
+        self.cluster = cluster
+        self.backend = backend
+        self.now = now
+        self.outcome = outcome
+        self.events: list[Event] = []
+        self.remote: dict[str, dict[str, Any]] = {}
+        self.active_pods: Counter[str] = Counter()
+        self.ready_pods: Counter[str] = Counter()
+        self._gang: bool | None = None
+
+    # --- 1. observe ---------------------------------------------------------------------
+
+    def _refresh(self, kind: WatchKind) -> WatchState:
+        state = load_state(self.cluster, kind)
+        result = self.backend.refresh(
+            kind, state, label_selector=origin_selector(),
+            quiet_seconds=float(_options().get("KUBE_WATCH_QUIET_SECONDS",
+                                               DEFAULT_WATCH_QUIET_SECONDS)),
+            max_seconds=float(_options().get("KUBE_WATCH_MAX_SECONDS", DEFAULT_WATCH_MAX_SECONDS)))
+        save_state(self.cluster, kind, state)
+        self.outcome.watches[kind.name] = result
+        return state
+
+    def observe(self) -> None:
+        jobs_state = self._refresh(JOBS)
+        pods_state = self._refresh(PODS)
+        self.remote = dict(jobs_state.objects)
+        for pod in pods_state.objects.values():
+            key = f"{pod.get('namespace')}/{pod.get('job')}"
+            if pod_is_active(pod):
+                self.active_pods[key] += 1
+                self.ready_pods[key] += int(bool(pod.get("ready")))
+
+    # --- 2. per job ---------------------------------------------------------------------
+
+    def _candidates(self) -> list[Job]:
+        """The local jobs that may need something: unsuspended ones, those of admitted
+        workloads, and those the cluster has a Job for."""
+        condition = Q(suspend=False) | Q(workloads__phase=WorkloadPhase.ADMITTED)
+        by_namespace: dict[str, list[str]] = {}
+        for remote in self.remote.values():
+            by_namespace.setdefault(str(remote.get("namespace")), []).append(
+                str(remote.get("name")))
+        for namespace, names in by_namespace.items():
+            condition |= Q(namespace=namespace, name__in=names)
+        return list(Job.objects.filter(cluster=self.cluster).filter(condition).distinct()
+                    .prefetch_related("workloads").order_by("namespace", "name"))
+
+    def run(self) -> None:
+        self.observe()
+        for job in self._candidates():
+            try:
+                self._reconcile(job)
+            except KubeApiError as exc:
+                # One job's refused call must not hold up the others.
+                wl = elastic.current_slice(job.workloads.all())
+                message = f"Syncing the job with cluster {self.cluster.name} failed: {exc}"
+                if wl is not None:
+                    self._warn(wl, "SyncFailed", message)
+                else:
+                    logger.warning("cluster %s: %s", self.cluster.name, message)
+        with transaction.atomic():
+            Event.objects.bulk_create(self.events)
+            if self.events or self.outcome.changed:
+                live.notify(self.cluster.pk)
+        self._drop_tombstones()
+
+    def _drop_tombstones(self) -> None:
+        state = load_state(self.cluster, JOBS)
+        if any(obj.get(TOMBSTONE) for obj in state.objects.values()):
+            state.objects = {k: v for k, v in state.objects.items() if not v.get(TOMBSTONE)}
+            save_state(self.cluster, JOBS, state)
+
+    def _remote_of(self, job: Job) -> dict[str, Any] | None:
+        """The cluster's Job of ``job`` if it belongs to one of its workloads."""
+        remote = self.remote.get(f"{job.namespace}/{job.name}")
+        if remote is None or remote.get(TOMBSTONE):
+            return None
+        names = {wl.name for wl in job.workloads.all()}
+        if remote.get("workload") and remote["workload"] not in names:
+            # A job of the same name from an earlier local job: it must go first.
+            self._delete_remote(job, reason="a leftover of an earlier job")
+            return None
+        return remote
+
+    def _reconcile(self, job: Job) -> None:
+        workloads = list(job.workloads.all())
+        wl = elastic.current_slice(workloads)
+        remote = self._remote_of(job)
+        if _should_run(wl):
+            assert wl is not None
+            if job.suspend:
+                self._start(job, wl)
+            else:
+                self._running(job, wl, remote)
+            return
+        if wl is None or wl.phase == WorkloadPhase.FINISHED or _local_job_finished(job):
+            if remote is not None:
+                self._delete_remote(job, reason="its workload finished")
+            return
+        self._stop(job, wl, workloads, remote)
+
+    # --- start --------------------------------------------------------------------------
+
+    def _gang_supported(self) -> bool:
+        if self._gang is None:
+            self._gang = self.backend.supports_gang_workloads()
+        return self._gang
+
+    def _create_remote(self, job: Job, wl: Workload) -> bool:
+        """Create the cluster's Job (and gang Workload); False when it must wait."""
+        elastic_job = _is_elastic(job)
+        count = admitted_pods(wl, elastic_job=elastic_job)
+        labels, tolerations = flavor_placement(self.cluster, wl.admission or {})
+        gang = self._gang_supported()
+        body = remote_job(job.manifest, namespace=job.namespace, origin=origin(),
+                          workload_name=wl.name, parallelism=count, node_labels=labels,
+                          tolerations=tolerations, gang_workload=job.name if gang else None)
+        self.backend.ensure_namespace(job.namespace)
+        try:
+            created = self.backend.create_job(body)
+        except KubeApiError as exc:
+            if not exc.conflict:
+                self._failed_to_create(job, wl, exc)
+                return False
+            # Created by an earlier pass that did not get to record it, or a stale copy.
+            adopted = self._adopt_existing(job, wl)
+            if adopted is None:
+                return False
+            created = adopted
+        if gang:
+            self.backend.create_gang_workload(gang_workload(
+                namespace=job.namespace, job_name=job.name, origin=origin(), min_count=count,
+                job_uid=(created.get("metadata") or {}).get("uid")))
+        return True
+
+    def _adopt_existing(self, job: Job, wl: Workload) -> dict[str, Any] | None:
+        """The name is taken: ours and running is adopted (returned); a suspended or stale
+        one of ours is deleted, a foreign one reported (None: try again later)."""
+        existing = self.backend.get_job(job.namespace, job.name)
+        if existing is None:
+            return None
+        found = reduce_job(existing)
+        names = {w.name for w in job.workloads.all()}
+        labels = (existing.get("metadata") or {}).get("labels") or {}
+        if labels.get(ORIGIN_LABEL) != origin():
+            self._warn(wl, "FailedCreate",
+                       f"A job {job.namespace}/{job.name} not created by kueueweb exists on "
+                       f"cluster {self.cluster.name}")
+            return None
+        if found["suspend"] or found["deleting"] or found["workload"] not in names:
+            self._delete_remote(job, reason="a stale copy")
+            return None
+        return existing
+
+    def _failed_to_create(self, job: Job, wl: Workload, exc: KubeApiError) -> None:
+        message = (f"The job could not be created on cluster {self.cluster.name}: "
+                   f"{exc.message or exc.reason}")
+        if exc.invalid:
+            # Kueue finishes a workload whose job cannot start for a permanent reason.
+            lifecycle.finish(wl, "Failed", message, now=self.now, events=self.events)
+            self.outcome.finished.append(f"{job.namespace}/{job.name}")
+        else:
+            self._warn(wl, "FailedCreate", message)
+
+    def _warn(self, wl: Workload, reason: str, message: str) -> None:
+        """A warning event, at most once per 5 minutes for the same workload and text."""
+        key = _key(self.cluster.pk, "warned", str(wl.pk), str(abs(hash((reason, message)))))
+        if cache.add(key, 1, timeout=300):
+            self.events.append(lifecycle.workload_event(
+                wl, reason, message, now=self.now, type_=EventType.WARNING, kind="Job"))
+        logger.warning("cluster %s: %s", self.cluster.name, message)
+
+    def _start(self, job: Job, wl: Workload) -> None:
+        if not self._create_remote(job, wl):
+            return
+        status = {k: v for k, v in (job.status or {}).items() if k != "completionTime"}
+        status["startTime"] = cond.timestamp(self.now)
+        status["conditions"] = cond.set_condition(
+            status.get("conditions", []), "Suspended", False, "JobResumed", "Job resumed",
+            now=self.now)
+        _set_local_suspend(job, False, status)
+        cq = (wl.admission or {}).get("clusterQueue", "")
+        self.events.append(lifecycle.workload_event(
+            wl, "Started", f"Admitted by clusterQueue {cq}; running on cluster "
+            f"{self.cluster.name}", now=self.now, kind="Job"))
+        self.outcome.started.append(f"{job.namespace}/{job.name}")
+
+    # --- running: scale and report ------------------------------------------------------
+
+    def _running(self, job: Job, wl: Workload, remote: dict[str, Any] | None) -> None:
+        key = f"{job.namespace}/{job.name}"
+        tombstone = self.remote.get(key) if remote is None else None
+        if remote is None and tombstone is not None and job_finished(tombstone.get("status")):
+            remote = tombstone  # finished, then deleted (ttlSecondsAfterFinished): report it
+        if remote is None:
+            fetched = self.backend.get_job(job.namespace, job.name)
+            if fetched is None:
+                # Deleted behind our back while the workload is admitted: run it again.
+                if self._create_remote(job, wl):
+                    self.events.append(lifecycle.workload_event(
+                        wl, "Recreated", f"The job was missing on cluster {self.cluster.name} "
+                        "and was created again", now=self.now, type_=EventType.WARNING,
+                        kind="Job"))
+                    self.outcome.started.append(key)
+                return
+            remote = reduce_job(fetched)
+        if remote.get("deleting"):
+            return
+        elastic_job = _is_elastic(job)
+        wanted = admitted_pods(wl, elastic_job=elastic_job)
+        if not remote.get(TOMBSTONE):
+            if remote.get("suspend") and job_finished(remote.get("status")) is None:
+                # Admitted, so the job runs (Kueue's job reconciler unsuspends it).
+                self.backend.patch_job(job.namespace, job.name, {"spec": {"suspend": False}})
+            if elastic_job and remote.get("parallelism") != wanted:
+                self.backend.set_parallelism(job.namespace, job.name, wanted)
+                self.events.append(lifecycle.workload_event(
+                    wl, "Scaled", f"Parallelism {remote.get('parallelism')} -> {wanted} on "
+                    f"cluster {self.cluster.name}", now=self.now, kind="Job"))
+                self.outcome.scaled.append(key)
+        self._report(job, wl, remote, wanted=wanted)
+
+    def _report(self, job: Job, wl: Workload, remote: Mapping[str, Any], *, wanted: int) -> None:
+        key = f"{job.namespace}/{job.name}"
+        status: dict[str, Any] = dict(remote.get("status") or {})
+        if status and status != job.status:
+            job.status = status
+            job.save(update_fields=["status", "resource_version", "updated_at"])
+        spec = job.manifest.get("spec") or {}
+        annotations = (job.manifest.get("metadata") or {}).get("annotations") or {}
+        completions = spec.get("completions")
+        if annotations.get(jobs.JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) == "true":
+            completions = wanted
+        finished = job_finished(status)
+        ready = int(status["ready"]) if "ready" in status else self.ready_pods[key]
+        report = lifecycle.JobReport(
+            parallelism=wanted, completions=None if completions is None else int(completions),
+            active=int(status.get("active", 0)), ready=ready,
+            succeeded=int(status.get("succeeded", 0)), failed=int(status.get("failed", 0)),
+            finished=finished,
+        )
+        if not lifecycle.sync_job_status(wl, report, now=self.now, events=self.events):
+            return
+        if finished is not None:
+            self.outcome.finished.append(key)
+            if not remote.get(TOMBSTONE):
+                self._delete_remote(job, reason="its workload finished")
+
+    # --- stop and clean up --------------------------------------------------------------
+
+    def _delete_remote(self, job: Job, *, reason: str) -> None:
+        deleted = self.backend.delete_job(job.namespace, job.name)
+        if self._gang_supported():
+            self.backend.delete_gang_workload(job.namespace, job.name)
+        if deleted:
+            logger.info("cluster %s: deleted job %s/%s (%s)", self.cluster.name, job.namespace,
+                        job.name, reason)
+            self.outcome.deleted.append(f"{job.namespace}/{job.name}")
+        self.remote.pop(f"{job.namespace}/{job.name}", None)
+
+    def _stop(self, job: Job, wl: Workload, workloads: Sequence[Workload],
+              remote: dict[str, Any] | None) -> None:
+        """Suspend the cluster's Job; once its pods are gone delete it and release."""
+        key = f"{job.namespace}/{job.name}"
+        if remote is None and not job.suspend:
+            # The watch may not have seen a job created moments ago: ask.
+            fetched = self.backend.get_job(job.namespace, job.name)
+            remote = reduce_job(fetched) if fetched is not None else None
+        if remote is not None:
+            if not remote.get("suspend") and not remote.get("deleting"):
+                try:
+                    self.backend.suspend_job(job.namespace, job.name)
+                except KubeApiError as exc:
+                    if not exc.forbidden:
+                        raise
+                    # May not patch jobs (Kueue's MultiKueue role): delete instead.
+                    self._delete_remote(job, reason="it may not be suspended")
+                    remote = None
+            if remote is not None:
+                status = remote.get("status") or {}
+                active = max(int(status.get("active", 0) or 0), self.active_pods[key])
+                if active > 0:
+                    self.outcome.stopping.append(key)
+                    return
+                self._delete_remote(job, reason="its workload was evicted")
+        if not job.suspend:
+            status = {k: v for k, v in (job.status or {}).items() if k != "startTime"}
+            status.update(active=0, ready=0)
+            status["conditions"] = cond.set_condition(
+                status.get("conditions", []), "Suspended", True, "JobSuspended",
+                "Job suspended", now=self.now)
+            _set_local_suspend(job, True, status)
+        releasing = [w for w in elastic.not_finished(workloads)
+                     if w.phase in _RESERVED and cond.find(w.conditions, "Evicted")]
+        if not releasing:
+            return
+        self.outcome.stopped.append(key)
+        evicted = cond.find(releasing[-1].conditions, "Evicted") or {}
+        self.events.append(lifecycle.workload_event(
+            releasing[-1], "Stopped",
+            str(evicted.get("message") or "The workload is not admitted"), now=self.now,
+            kind="Job"))
+        for w in releasing:
+            lifecycle.release_stopped(w, now=self.now)
