@@ -6,8 +6,9 @@ cleared, and is stored encrypted through ``Cluster.set_kubeconfig``; the page on
 whether one is stored.
 
 Faults are injected into a simulated cluster from the node and pod lists (actions "Lose
-node", "Restore node", "Fail pod"), through ``multicluster.simulated.faults``; only the admin
-role may run them. Pods and pod groups are written by the cluster's reconciler and are
+node", "Restore node", "Fail pod") and the cluster list (a simulated worker's "Disconnect"
+from the MultiKueue hub and "Reconnect"), through ``multicluster.simulated.faults``; only the
+admin role may run them. Pods and pod groups are written by the cluster's reconciler and are
 read-only here.
 """
 
@@ -136,14 +137,23 @@ class NodeInline(RoleAdminMixin, TabularInline):
     fields = ["name", "capacity", "labels", "taints", "unschedulable", "ready"]
 
 
+class FaultInjectionMixin:
+    """Fault actions are for the admin role only, whatever Django permissions a user has
+    (the action's ``permissions=["fault_injection"]`` asks this method)."""
+
+    def has_fault_injection_permission(self, request: HttpRequest) -> bool:
+        return is_kueueweb_admin(request)
+
+
 @admin.register(Cluster)
-class ClusterAdmin(EventsFollowTheirObjectMixin, RoleAdminMixin, ModelAdmin):
+class ClusterAdmin(FaultInjectionMixin, EventsFollowTheirObjectMixin, RoleAdminMixin, ModelAdmin):
     form = ClusterForm
     inlines = [NodeInline]
     list_display = ["name", "role", "connection_type", "active", "node_count",
                     "kubeconfig_stored"]
     list_filter = ["role", "connection_type"]
     search_fields = ["name"]
+    actions = ["disconnect_clusters", "reconnect_clusters"]
     fieldsets = [
         (None, {"fields": ["name", "role", "connection_type", "simulation"]}),
         ("Kubeconfig", {"fields": ["kubeconfig_stored", "kubeconfig_file", "kubeconfig_text",
@@ -203,6 +213,40 @@ class ClusterAdmin(EventsFollowTheirObjectMixin, RoleAdminMixin, ModelAdmin):
     @admin.display(description="capacity")
     def capacity_display(self, obj: Cluster) -> str:
         return pretty_json(obj.capacity)
+
+    @admin.action(description="Disconnect (simulated worker)", permissions=["fault_injection"])
+    def disconnect_clusters(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        now = timezone.now()
+        workers = self._simulated_workers(request, queryset)
+        for cluster in workers:
+            faults.disconnect_cluster(cluster, now=now)
+        if workers:
+            self.message_user(request, f"{len(workers)} worker(s) disconnected (Active=False); "
+                                       "the hub dispatches nothing to them and re-dispatches "
+                                       "what they won after workerLostTimeout.",
+                              messages.SUCCESS)
+
+    @admin.action(description="Reconnect", permissions=["fault_injection"])
+    def reconnect_clusters(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        now = timezone.now()
+        workers = self._simulated_workers(request, queryset)
+        for cluster in workers:
+            faults.reconnect_cluster(cluster, now=now)
+        if workers:
+            self.message_user(request, f"{len(workers)} worker(s) reconnected (Active=True).",
+                              messages.SUCCESS)
+
+    def _simulated_workers(self, request: HttpRequest, queryset: QuerySet[Any]) -> list[Cluster]:
+        """The selected simulated workers; the manager is never disconnected, and a real
+        cluster's Active condition comes from its probe, which would overwrite a fault."""
+        clusters = list(queryset.order_by("name"))
+        skipped = [c for c in clusters if c.role != ClusterRole.WORKER
+                   or c.connection_type != ConnectionType.SIMULATED]
+        if skipped:
+            names = ", ".join(c.name for c in skipped)
+            self.message_user(request, f"Skipped {names}: only simulated worker clusters are "
+                                       "disconnected or reconnected.", messages.WARNING)
+        return [c for c in clusters if c not in skipped]
 
 
 @admin.register(AdmissionCheck)
@@ -265,14 +309,6 @@ class MultiKueueConfigAdmin(DomainObjectAdmin):
 
 
 # --- simulated clusters: nodes, pods, pod groups, fault injection ------------------------------
-
-
-class FaultInjectionMixin:
-    """Fault actions are for the admin role only, whatever Django permissions a user has
-    (the action's ``permissions=["fault_injection"]`` asks this method)."""
-
-    def has_fault_injection_permission(self, request: HttpRequest) -> bool:
-        return is_kueueweb_admin(request)
 
 
 def _bound_pods() -> Coalesce:

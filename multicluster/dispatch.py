@@ -567,6 +567,9 @@ def set_nominated_clusters(wl: Workload, names: Any, *, now: datetime) -> Worklo
     config = hub.checks.get(str(state["name"]))
     configured = [str(c) for c in config.clusters] if config is not None else []
     problems = core.validate_nominated(names, configured)
+    if config is not None and config.dispatcher != core.EXTERNAL:
+        problems.append(f"MultiKueueConfig {config.name} uses the {config.dispatcher} "
+                        "dispatcher: only an External one takes nominations")
     if not problems and (wl.phase not in _RESERVED or state.get("state") != "Pending"):
         problems.append("can only be set while quota is reserved and the MultiKueue check "
                         "is Pending")

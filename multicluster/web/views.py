@@ -1,4 +1,5 @@
-"""Cluster pages of the browser UI: the clusters, and one cluster's nodes, pods and gangs.
+"""Cluster pages of the browser UI: the clusters (with the MultiKueue workers and the hub
+workloads dispatched to each), and one cluster's nodes, pods, gangs and dispatched workloads.
 
 Node usage is the sum of the requests of the pods bound to each node that have not
 finished (Pending or Running), as the simulated scheduler counts it; bound pods are capped
@@ -17,8 +18,8 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from multicluster.choices import ConnectionType, PodPhase
-from multicluster.models import Cluster, Node, Pod, PodGroup
+from multicluster.choices import ClusterRole, ConnectionType, PodPhase
+from multicluster.models import Cluster, Dispatch, Node, Pod, PodGroup
 from scheduling.conditions import find
 from scheduling.core.quantities import QuantityError, format_amount, quantity_to_int
 from scheduling.history import base_units
@@ -26,6 +27,8 @@ from scheduling.web.queues import health, role_required
 
 ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING)
 PAGE_SIZE = 50
+# Hub workloads listed per worker (the newest first); the count says how many in all.
+DISPATCHES_PER_WORKER = 100
 POD_FILTERS = {
     "active": ACTIVE_PHASES,
     "running": (PodPhase.RUNNING,),
@@ -56,11 +59,71 @@ def _clusters_context() -> dict[str, Any]:
     }
 
 
+def _node_capacity(cluster_ids: list[int]) -> dict[int, dict[str, str]]:
+    """Allocatable resources summed over each cluster's Ready nodes (for a cluster whose
+    probe has not reported a capacity: a simulated one)."""
+    totals: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for cluster_id, capacity in (Node.objects.filter(cluster_id__in=cluster_ids, ready=True)
+                                 .values_list("cluster_id", "capacity")):
+        for resource, quantity in (capacity or {}).items():
+            totals[cluster_id][resource] += _to_int(resource, quantity)
+    return {cid: {r: format_amount(r, v) for r, v in sorted(res.items())}
+            for cid, res in totals.items()}
+
+
+def _dispatch_rows(worker_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The hub workloads with a copy on each worker: at most DISPATCHES_PER_WORKER each."""
+    counts = dict(Dispatch.objects.filter(worker_id__in=worker_ids).values("worker_id")
+                  .annotate(n=Count("id")).order_by().values_list("worker_id", "n"))
+    result: dict[int, dict[str, Any]] = {
+        wid: {"total": counts.get(wid, 0), "rows": []} for wid in worker_ids}
+    for worker_id in worker_ids:
+        if not counts.get(worker_id):
+            continue
+        for d in (Dispatch.objects.filter(worker_id=worker_id)
+                  .select_related("workload__cluster", "remote_workload")
+                  .order_by("-nominated_at", "-id")[:DISPATCHES_PER_WORKER]):
+            result[worker_id]["rows"].append({
+                "workload": d.workload, "hub": d.workload.cluster.name, "state": d.state,
+                "round": d.round, "nominated_at": d.nominated_at, "remote": d.remote_workload,
+                "remote_phase": d.remote_workload.phase if d.remote_workload else "",
+            })
+    return result
+
+
+def _worker_rows(workers: list[Cluster]) -> list[dict[str, Any]]:
+    from multicluster.dispatch import is_connected
+
+    ids = [w.pk for w in workers]
+    from_nodes = _node_capacity(ids)
+    dispatches = _dispatch_rows(ids)
+    return [
+        {"cluster": w, "active": find(w.conditions or [], "Active"),
+         "connected": is_connected(w),
+         "capacity": dict(w.capacity) if w.capacity else from_nodes.get(w.pk, {}),
+         "capacity_from_nodes": not w.capacity,
+         "node_count": getattr(w, "node_count", None), "dispatches": dispatches[w.pk]}
+        for w in workers
+    ]
+
+
+def _workers_context() -> dict[str, Any]:
+    """The MultiKueue workers: connection, Active condition, capacity, nodes, and the hub
+    workloads dispatched to each."""
+    workers = list(Cluster.objects.workers().annotate(node_count=Count("nodes")))
+    return {"workers": _worker_rows(workers)}
+
+
 @role_required
 def cluster_list(request: HttpRequest) -> HttpResponse:
-    context = _clusters_context()
+    context = {**_clusters_context(), **_workers_context()}
     context["live_clusters"] = " ".join(str(row["cluster"].pk) for row in context["rows"])
     return render(request, "multicluster/clusters.html", context)
+
+
+@role_required
+def cluster_workers_partial(request: HttpRequest) -> HttpResponse:
+    return render(request, "multicluster/clusters_workers.html", _workers_context())
 
 
 @role_required
@@ -187,15 +250,28 @@ def _podgroups_context(cluster: Cluster) -> dict[str, Any]:
     return {"cluster": cluster, "podgroups": groups}
 
 
+def _cluster_dispatches_context(cluster: Cluster) -> dict[str, Any]:
+    if cluster.role != ClusterRole.WORKER:
+        return {"cluster": cluster, "worker": None}
+    cluster.node_count = Node.objects.filter(cluster=cluster).count()  # type: ignore[attr-defined]
+    (row,) = _worker_rows([cluster])
+    return {"cluster": cluster, "worker": row}
+
+
 @role_required
 def cluster_detail(request: HttpRequest, name: str) -> HttpResponse:
     cluster = _cluster(name)
+    live = {cluster.pk}
+    if cluster.role == ClusterRole.WORKER:
+        # Its dispatched workloads change with the hub's dispatch passes.
+        live.update(Cluster.objects.filter(role=ClusterRole.MANAGER).values_list("pk", flat=True))
     context = {
         **_summary_context(cluster),
         **_nodes_context(cluster),
         **_pods_context(request, cluster),
         **_podgroups_context(cluster),
-        "live_clusters": str(cluster.pk),
+        **_cluster_dispatches_context(cluster),
+        "live_clusters": " ".join(str(pk) for pk in sorted(live)),
     }
     return render(request, "multicluster/cluster.html", context)
 
@@ -219,3 +295,9 @@ def cluster_pods_partial(request: HttpRequest, name: str) -> HttpResponse:
 def cluster_podgroups_partial(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "multicluster/cluster_podgroups.html",
                   _podgroups_context(_cluster(name)))
+
+
+@role_required
+def cluster_dispatches_partial(request: HttpRequest, name: str) -> HttpResponse:
+    return render(request, "multicluster/cluster_dispatches.html",
+                  _cluster_dispatches_context(_cluster(name)))

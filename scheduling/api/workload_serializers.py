@@ -241,3 +241,31 @@ class JobPatchSerializer(serializers.Serializer[Any]):
 
     metadata = JobPatchMetadataSerializer(required=False)
     spec = JobSpecPatchSerializer()
+
+
+# --- The workload status subresource ---------------------------------------------------------
+
+
+class AdmissionCheckStatePatchSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    state = serializers.ChoiceField(choices=["Pending", "Ready", "Retry", "Rejected"])
+    message = serializers.CharField(required=False, allow_blank=True)
+
+
+class WorkloadStatusFieldsPatchSerializer(serializers.Serializer[Any]):
+    nominatedClusterNames = serializers.ListField(
+        child=serializers.CharField(), required=False, allow_null=True,
+        help_text="MultiKueue External dispatcher: the worker clusters to dispatch to, from "
+        "the workload's MultiKueueConfig (null or [] clears). Only while quota is reserved, "
+        "the MultiKueue check is Pending and no worker has admitted the workload. Operator "
+        "role in the namespace.")
+    admissionChecks = AdmissionCheckStatePatchSerializer(
+        many=True, required=False,
+        help_text="Admission check states set by their controller. Admin role.")
+
+
+class WorkloadStatusPatchSerializer(serializers.Serializer[Any]):
+    """A JSON merge patch of a Workload's ``status``: ``nominatedClusterNames`` and
+    ``admissionChecks``; every other status field is refused, naming it."""
+
+    status = WorkloadStatusFieldsPatchSerializer()

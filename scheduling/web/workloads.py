@@ -9,9 +9,11 @@ namespace again here and the service checks once more.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -25,7 +27,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from kueueweb.roles import Role, can_operate_in, role_of
-from multicluster.models import Cluster, Pod, PodGroup
+from multicluster.choices import MULTIKUEUE_CONTROLLER_NAME, ClusterRole, Dispatcher
+from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig, Pod, PodGroup
 from scheduling import conditions as cond
 from scheduling import jobs, services, yamlio
 from scheduling.api.workload_serializers import job_to_dict
@@ -41,7 +44,7 @@ EVENTS_PAGE_SIZE = 25
 COUNT_LIMIT = 10_000
 # Why an admitted job that is not elastic cannot be scaled (scheduling.web.slices).
 SCALE_DISABLED_REASON = slices.REASON_NOT_ELASTIC
-DETAIL_REGIONS = ("status", "controls", "events", "pods", "slices", "job")
+DETAIL_REGIONS = ("status", "controls", "dispatch", "events", "pods", "slices", "job")
 
 View = Callable[..., HttpResponse]
 
@@ -239,6 +242,119 @@ def _region_slices(wl: Workload) -> dict[str, Any]:
     return slices.slice_history(wl.job, this=wl)
 
 
+def _cluster_queue_checks(wl: Workload) -> list[str]:
+    """The admission checks of the workload's cluster queue (admitted to, or queued for)."""
+    cq = wl.cluster_queue or (wl.local_queue.cluster_queue if wl.local_queue else None)
+    names = []
+    for item in (cq.admission_checks if cq is not None else None) or ():
+        name = item.get("name") if isinstance(item, Mapping) else item
+        if isinstance(name, str):
+            names.append(name)
+    return names
+
+
+def _multikueue_check(wl: Workload) -> AdmissionCheck | None:
+    """The MultiKueue admission check of the workload: from its check states, or while
+    pending from its cluster queue."""
+    states = [str(s.get("name", "")) for s in wl.admission_check_states or ()]
+    names = states or _cluster_queue_checks(wl)
+    if not names:
+        return None
+    checks = {ac.name: ac for ac in AdmissionCheck.objects.filter(
+        cluster=wl.cluster, controller_name=MULTIKUEUE_CONTROLLER_NAME, name__in=names)}
+    return next((checks[name] for name in names if name in checks), None)
+
+
+def _remote_status(remote: Workload | None) -> dict[str, Any] | None:
+    """The copy's Admitted condition once admitted there, else its QuotaReserved one."""
+    if remote is None:
+        return None
+    admitted = cond.find(remote.conditions or [], "Admitted")
+    if admitted is not None and admitted.get("status") == "True":
+        return {"type": "Admitted", **admitted}
+    reserved = cond.find(remote.conditions or [], "QuotaReserved")
+    if reserved is not None:
+        return {"type": "QuotaReserved", **reserved}
+    return None
+
+
+def _region_dispatch(wl: Workload) -> dict[str, Any]:
+    """MultiKueue on the hub: the check, the dispatcher, the nomination, the rounds, the
+    winner and the copies on the workers (``multicluster.dispatch``)."""
+    check = _multikueue_check(wl)
+    if check is None:
+        return {"dispatch": None}
+    state = next((dict(s) for s in wl.admission_check_states or ()
+                  if s.get("name") == check.name), None)
+    config_name = str((check.parameters or {}).get("name", ""))
+    config = MultiKueueConfig.objects.filter(cluster=wl.cluster, name=config_name).first()
+    copies: list[dict[str, Any]] = []
+    rounds: dict[int, datetime] = {}  # round -> when its last copy was nominated
+    for d in (Dispatch.objects.filter(workload=wl).select_related("worker", "remote_workload")
+              .order_by("round", "worker__name")):
+        rounds[d.round] = max(rounds.get(d.round, d.nominated_at), d.nominated_at)
+        remote = d.remote_workload
+        copies.append({
+            "worker": d.worker.name, "round": d.round, "nominated_at": d.nominated_at,
+            "state": d.state, "remote": remote,
+            "remote_phase": remote.phase if remote is not None else "",
+            "remote_status": _remote_status(remote),
+            "lost": d.worker.lost_since is not None,
+        })
+    current = max(rounds, default=0)
+    next_round_at = None
+    if config is not None and config.dispatcher == Dispatcher.INCREMENTAL and current \
+            and not wl.cluster_name and state is not None and state.get("state") == "Pending":
+        next_round_at = rounds[current] + timedelta(
+            seconds=float(settings.KUEUEWEB["DISPATCH_ROUND_TIMEOUT_SECONDS"]))
+    return {"dispatch": {
+        "check": check.name,
+        "state": state,
+        "config": config,
+        "config_name": config_name,
+        "dispatcher": config.dispatcher if config is not None else "",
+        "configured": list(config.clusters) if config is not None else [],
+        "nominated": list(wl.nominated_cluster_names or ()),
+        "round": current,
+        "next_round_at": next_round_at,
+        "winner": wl.cluster_name,
+        "copies": copies,
+    }}
+
+
+def _hub_origin(wl: Workload) -> dict[str, Any] | None:
+    """For a worker's copy of a hub workload (label ``kueue.x-k8s.io/multikueue-origin``):
+    the hub workload it copies."""
+    from multicluster.dispatch import MULTIKUEUE_ORIGIN_LABEL
+
+    origin = (wl.labels or {}).get(MULTIKUEUE_ORIGIN_LABEL)
+    if origin is None or wl.cluster.role == ClusterRole.MANAGER:
+        return None
+    d = (Dispatch.objects.filter(remote_workload=wl).select_related("workload__cluster")
+         .first())
+    if d is not None:
+        hub_wl = d.workload
+        return {"origin": origin, "cluster": hub_wl.cluster.name, "namespace": hub_wl.namespace,
+                "name": hub_wl.name, "exists": True}
+    hub = Cluster.objects.filter(role=ClusterRole.MANAGER).first()
+    exists = hub is not None and Workload.objects.filter(
+        cluster=hub, namespace=wl.namespace, name=wl.name).exists()
+    return {"origin": origin, "cluster": hub.name if hub is not None else "",
+            "namespace": wl.namespace, "name": wl.name, "exists": exists}
+
+
+def _live_clusters(wl: Workload, dispatch: Mapping[str, Any] | None,
+                   hub_origin: Mapping[str, Any] | None) -> str:
+    """The domains the page follows: the workload's, and for MultiKueue the workers its
+    copies are on (the hub's, for a copy)."""
+    ids = {wl.cluster.pk}
+    if dispatch is not None:
+        ids.update(Cluster.objects.filter(role=ClusterRole.WORKER).values_list("pk", flat=True))
+    if hub_origin is not None:
+        ids.update(Cluster.objects.filter(role=ClusterRole.MANAGER).values_list("pk", flat=True))
+    return " ".join(str(pk) for pk in sorted(ids))
+
+
 def _region_job(wl: Workload) -> dict[str, Any]:
     if wl.job is None:
         return {"job_yaml": "", "job_status": {}}
@@ -275,6 +391,7 @@ def _detail_context(
     builders: Mapping[str, Callable[[], dict[str, Any]]] = {
         "status": lambda: _region_status(wl),
         "controls": lambda: _region_controls(wl, request, page=page),
+        "dispatch": lambda: _region_dispatch(wl),
         "events": lambda: _region_events(wl, request),
         "pods": lambda: _region_pods(wl),
         "slices": lambda: _region_slices(wl),
@@ -290,7 +407,8 @@ def _detail_context(
 def workload_detail(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
     wl = _get_workload(cluster, namespace, name)
     context = _detail_context(wl, request, DETAIL_REGIONS, page=True)
-    context["live_clusters"] = str(wl.cluster_id)
+    context["hub_origin"] = _hub_origin(wl)
+    context["live_clusters"] = _live_clusters(wl, context["dispatch"], context["hub_origin"])
     return render(request, "scheduling/workload_detail.html", context)
 
 

@@ -161,6 +161,19 @@ def test_incremental_adds_clusters_every_round_in_config_order(
         ("worker-1", 2), ("worker-2", 1)]
 
 
+def test_nominations_are_refused_unless_the_dispatcher_is_external(
+    hub: Cluster, t0: datetime,
+) -> None:
+    from django.core.exceptions import ValidationError
+
+    admission.run_admission_cycle(hub.pk, now=t0)
+    with pytest.raises(ValidationError) as excinfo:
+        dispatch.set_nominated_clusters(hub_workload(), ["worker-1"], now=t0)
+    assert excinfo.value.message_dict == {"status.nominatedClusterNames": [
+        "MultiKueueConfig multikueue-demo uses the AllAtOnce dispatcher: only an External "
+        "one takes nominations"]}
+
+
 def test_external_dispatch_uses_the_nominated_names_it_is_given(
     hub: Cluster, t0: datetime,
 ) -> None:
