@@ -145,6 +145,7 @@ def sync_dispatch(cluster_id: int, *, now: datetime) -> DispatchOutcome:
     hub = _hub(cluster_id)
     if hub is None:
         return outcome
+    _update_check_conditions(cluster_id, hub, now=now)
     candidates = Workload.objects.filter(cluster_id=cluster_id).filter(
         Q(phase__in=_RESERVED) | Q(dispatches__isnull=False)).distinct().values_list(
         "pk", flat=True)
@@ -158,6 +159,23 @@ def sync_dispatch(cluster_id: int, *, now: datetime) -> DispatchOutcome:
             if outcome.changed:
                 live.notify(cluster_id)
     return outcome
+
+
+def _update_check_conditions(cluster_id: int, hub: _Hub, *, now: datetime) -> None:
+    """The ``Active`` condition of every MultiKueue AdmissionCheck of the hub, from its
+    config's clusters (written only when it changes)."""
+    existing = frozenset(hub.workers)
+    for check in AdmissionCheck.objects.filter(cluster_id=cluster_id,
+                                               controller_name=MULTIKUEUE_CONTROLLER_NAME):
+        config = hub.checks.get(check.name)
+        status, reason, message = core.check_active_condition(
+            [str(c) for c in config.clusters] if config is not None else None, existing,
+            hub.connected, config_name=str((check.parameters or {}).get("name", "")))
+        conditions = cond.set_condition(check.conditions, "Active", status, reason, message,
+                                        now=now)
+        if conditions != check.conditions:
+            AdmissionCheck.objects.filter(pk=check.pk).update(
+                conditions=conditions, resource_version=F("resource_version") + 1)
 
 
 def _sync_workload(wl: Workload, hub: _Hub, *, now: datetime, outcome: DispatchOutcome) -> None:

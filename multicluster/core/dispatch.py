@@ -20,6 +20,7 @@ __all__ = [
     "Nomination",
     "RemoteCopy",
     "admitting_remote",
+    "check_active_condition",
     "first_finished",
     "nominate",
     "validate_nominated",
@@ -134,3 +135,27 @@ def first_finished(copies: Sequence[RemoteCopy]) -> RemoteCopy | None:
 def winner_lost(lost_since: float | None, *, now: float, worker_lost_timeout: float) -> bool:
     """Whether an unreachable winner is given up (``lostSince + workerLostTimeout``)."""
     return lost_since is not None and now >= lost_since + worker_lost_timeout
+
+
+def check_active_condition(
+    configured: Sequence[str] | None, existing: frozenset[str], active: frozenset[str],
+    *, config_name: str,
+) -> tuple[bool, str, str]:
+    """(status, reason, message) of a MultiKueue AdmissionCheck's ``Active`` condition
+    (Kueue ``admissioncheck.go``): all clusters of its config exist and are Active, some
+    are, none are, or the config cannot be loaded (``configured`` is None)."""
+    if configured is None:
+        return (False, "BadConfig", "Cannot load the AdmissionChecks parameters: "
+                f'MultiKueueConfig.kueue.x-k8s.io "{config_name}" not found')
+    missing = [c for c in configured if c not in existing]
+    inactive = [c for c in configured if c in existing and c not in active]
+    if not missing and not inactive:
+        return True, "Active", "The admission check is active"
+    parts = []
+    if missing:
+        parts.append(f"Missing clusters: [{' '.join(missing)}]")
+    if inactive:
+        parts.append(f"Inactive clusters: [{' '.join(inactive)}]")
+    if len(missing) + len(inactive) < len(configured):
+        return True, "SomeActiveClusters", ", ".join(parts)
+    return False, "NoUsableClusters", ", ".join(parts)

@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from multicluster import dispatch
 from multicluster.choices import ClusterRole, Dispatcher
-from multicluster.models import Cluster, Dispatch, MultiKueueConfig, Pod
+from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig, Pod
 from multicluster.simulated import faults
 from scheduling import admission, lifecycle
 from scheduling import conditions as cond
@@ -229,6 +229,12 @@ def test_a_lost_winner_is_kept_for_the_worker_lost_timeout(hub: Cluster, t0: dat
     wl = hub_workload()
     winner = Cluster.objects.get(name=wl.cluster_name)
     faults.disconnect_cluster(winner, now=at(t0, 10))
+    dispatch.sync_dispatch(hub.pk, now=at(t0, 10))
+    check = AdmissionCheck.objects.get(name="multikueue-demo")
+    active = cond.find(check.conditions, "Active")
+    assert active is not None
+    assert (active["status"], active["reason"], active["message"]) == (
+        "True", "SomeActiveClusters", f"Inactive clusters: [{winner.name}]")
     assert winner.lost_since == at(t0, 10)
     Workload.objects.filter(cluster=winner).delete()  # nothing seen there any more
     outcome = dispatch.sync_dispatch(hub.pk, now=at(t0, 20))

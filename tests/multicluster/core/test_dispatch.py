@@ -8,6 +8,7 @@ from multicluster.core.dispatch import (
     INCREMENTAL,
     RemoteCopy,
     admitting_remote,
+    check_active_condition,
     first_finished,
     nominate,
     validate_nominated,
@@ -87,3 +88,17 @@ def test_a_lost_winner_is_given_up_after_the_timeout() -> None:
     assert not winner_lost(None, now=10_000.0, worker_lost_timeout=900.0)
     assert not winner_lost(100.0, now=999.0, worker_lost_timeout=900.0)
     assert winner_lost(100.0, now=1000.0, worker_lost_timeout=900.0)
+
+
+def test_the_admission_check_is_active_when_its_clusters_are() -> None:
+    everything = frozenset({"a", "b"})
+    assert check_active_condition(["a", "b"], everything, everything, config_name="c") == (
+        True, "Active", "The admission check is active")
+    assert check_active_condition(["a", "b", "z"], everything, frozenset({"a"}),
+                                  config_name="c") == (
+        True, "SomeActiveClusters", "Missing clusters: [z], Inactive clusters: [b]")
+    assert check_active_condition(["a", "z"], everything, frozenset(), config_name="c") == (
+        False, "NoUsableClusters", "Missing clusters: [z], Inactive clusters: [a]")
+    assert check_active_condition(None, everything, everything, config_name="cfg") == (
+        False, "BadConfig", "Cannot load the AdmissionChecks parameters: "
+        'MultiKueueConfig.kueue.x-k8s.io "cfg" not found')
