@@ -177,7 +177,30 @@ def load_domain_specs(cluster_id: int) -> DomainSpecs:
         missing = [name for name, _ in required if name not in checks]
         if missing:
             specs.inactive[cq.name] = "AdmissionCheckNotFound"
+            continue
+        reason = _admission_check_problem(required, checks)
+        if reason:
+            specs.inactive[cq.name] = reason
     return specs
+
+
+def _admission_check_problem(required: list[tuple[str, tuple[str, ...]]],
+                             checks: Mapping[str, Any]) -> str:
+    """Why a queue's admission checks make it inactive (Kueue clusterqueue.go), or "":
+    a check whose Active condition is False, more than one MultiKueue check, or a
+    MultiKueue check restricted to some flavors."""
+    from multicluster.choices import MULTIKUEUE_CONTROLLER_NAME
+
+    multikueue = [(name, on) for name, on in required
+                  if checks[name].controller_name == MULTIKUEUE_CONTROLLER_NAME]
+    if any(c.get("type") == "Active" and c.get("status") == "False"
+           for name, _ in required for c in checks[name].conditions or ()):
+        return "AdmissionCheckInactive"
+    if len(multikueue) > 1:
+        return "MultipleMultiKueueAdmissionChecks"
+    if any(on for _, on in multikueue):
+        return "MultiKueueAdmissionCheckAppliedPerFlavor"
+    return ""
 
 
 def models_owner_in_domain(cluster_id: int) -> Any:

@@ -318,3 +318,42 @@ def test_an_elastic_scale_up_stays_on_the_winner(hub: Cluster, t0: datetime) -> 
     assert Pod.objects.filter(cluster__name=winner, phase="Running").count() == 1
     new.refresh_from_db()
     assert new.phase == WorkloadPhase.ADMITTED
+
+
+def test_a_hub_queue_with_an_unusable_or_misused_multikueue_check_admits_nothing(
+    hub: Cluster, t0: datetime,
+) -> None:
+    from scheduling import snapshots
+    from scheduling.models import ClusterQueue
+
+    for worker in Cluster.objects.filter(role=ClusterRole.WORKER):
+        faults.disconnect_cluster(worker, now=t0)
+    dispatch.sync_dispatch(hub.pk, now=t0)
+    check = AdmissionCheck.objects.get(name="multikueue-demo")
+    active = cond.find(check.conditions, "Active")
+    assert active is not None
+    assert (active["status"], active["reason"]) == ("False", "NoUsableClusters")
+    assert snapshots.load_domain_specs(hub.pk).inactive == {
+        "multikueue-cq": "AdmissionCheckInactive"}
+    admission.run_admission_cycle(hub.pk, now=at(t0, 1))
+    assert hub_workload().phase == WorkloadPhase.PENDING
+
+    for worker in Cluster.objects.filter(role=ClusterRole.WORKER):
+        faults.reconnect_cluster(worker, now=at(t0, 2))
+    dispatch.sync_dispatch(hub.pk, now=at(t0, 2))
+    cq = ClusterQueue.objects.get(cluster=hub, name="multikueue-cq")
+    cq.admission_checks = [{"name": "multikueue-demo", "onFlavors": ["default-flavor"]}]
+    cq.save()
+    assert snapshots.load_domain_specs(hub.pk).inactive == {
+        "multikueue-cq": "MultiKueueAdmissionCheckAppliedPerFlavor"}
+    AdmissionCheck.objects.create(cluster=hub, name="second", controller_name=(
+        "kueue.x-k8s.io/multikueue"), parameters={"name": "multikueue-demo"})
+    cq.admission_checks = [{"name": "multikueue-demo"}, {"name": "second"}]
+    cq.save()
+    assert snapshots.load_domain_specs(hub.pk).inactive == {
+        "multikueue-cq": "MultipleMultiKueueAdmissionChecks"}
+    cq.admission_checks = [{"name": "multikueue-demo"}]
+    cq.save()
+    assert snapshots.load_domain_specs(hub.pk).inactive == {}
+    admission.run_admission_cycle(hub.pk, now=at(t0, 3))
+    assert hub_workload().phase == WorkloadPhase.QUOTA_RESERVED
