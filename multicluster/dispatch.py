@@ -50,6 +50,7 @@ from scheduling import admission, jobs, lifecycle
 from scheduling import conditions as cond
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.models import Event, Job, Workload
+from scheduling.services import local_queue_for, save_new_workload
 
 logger = logging.getLogger(__name__)
 
@@ -188,11 +189,11 @@ def _sync_workload(wl: Workload, hub: _Hub, *, now: datetime, outcome: DispatchO
         Dispatch.objects.filter(workload=wl).delete()
         return
     if wl.phase not in _RESERVED or state is None:
-        _delete_copies(wl, copies, outcome=outcome)
+        _delete_copies(wl, copies, now=now, outcome=outcome)
         return
     if cond.is_true(wl.conditions, "Evicted"):
         # Evicted on the hub: stop the remote work; quota is released after.
-        _delete_copies(wl, copies, outcome=outcome)
+        _delete_copies(wl, copies, now=now, outcome=outcome)
         return
     remote = {d.worker.name: d for d in copies if d.remote_workload is not None}
     views = [_view(d) for d in remote.values()]
@@ -270,7 +271,7 @@ def _nominate(wl: Workload, config: MultiKueueConfig, copies: list[Dispatch], hu
     by_worker = {d.worker.name: d for d in copies}
     for d in copies:
         if d.worker.name not in clusters:
-            _delete_copy(d, outcome=outcome)
+            _delete_copy(d, now=now, outcome=outcome)
     for name in clusters:
         worker = hub.workers.get(name)
         if worker is None or name not in hub.connected:
@@ -278,7 +279,7 @@ def _nominate(wl: Workload, config: MultiKueueConfig, copies: list[Dispatch], hu
         existing = by_worker.get(name)
         if existing is not None and existing.remote_workload is not None:
             continue
-        remote = _create_copy(wl, worker)
+        remote = _create_copy(wl, worker, now=now)
         if existing is None:
             Dispatch.objects.create(workload=wl, worker=worker, remote_workload=remote,
                                     state=DispatchState.CREATED, round=max(rounds, 1),
@@ -293,14 +294,12 @@ def _nominate(wl: Workload, config: MultiKueueConfig, copies: list[Dispatch], hu
                                                  resource_version=F("resource_version") + 1)
 
 
-def _create_copy(wl: Workload, worker: Cluster) -> Workload:
+def _create_copy(wl: Workload, worker: Cluster, *, now: datetime) -> Workload:
     """The remote Workload (Kueue ``cloneForCreate``): same name and spec, labels without the
     job uid plus the origin, annotations as they are; no status."""
-    from scheduling.services import local_queue_for, save_new_workload
-
     stale = Workload.objects.filter(cluster=worker, namespace=wl.namespace, name=wl.name)
     for old in stale:
-        _delete_remote(old)
+        _delete_remote(old, now=now)
     labels = {k: v for k, v in (wl.labels or {}).items() if k != jobs.JOB_UID_LABEL}
     labels[MULTIKUEUE_ORIGIN_LABEL] = origin()
     job = None
@@ -322,7 +321,7 @@ def _create_copy(wl: Workload, worker: Cluster) -> Workload:
     ))
 
 
-def _delete_remote(remote: Workload) -> None:
+def _delete_remote(remote: Workload, *, now: datetime) -> None:
     """Delete a remote workload and the job created for it on its worker (only ours)."""
     worker_id = lifecycle.domain_of(remote)
     freed = remote.cluster_queue_id if remote.phase in _RESERVED else None
@@ -332,28 +331,23 @@ def _delete_remote(remote: Workload) -> None:
             MULTIKUEUE_ORIGIN_LABEL) == origin() and not job.workloads.exists():
         job.delete()
     if freed is not None:
-        admission.on_quota_released(worker_id, [freed], now=_now())
+        admission.on_quota_released(worker_id, [freed], now=now)
     else:
         admission.request_admission(worker_id)
     admission.request_cluster_sync(worker_id)
 
 
-def _now() -> datetime:
-    from django.utils import timezone
-
-    return timezone.now()
-
-
-def _delete_copy(d: Dispatch, *, outcome: DispatchOutcome) -> None:
+def _delete_copy(d: Dispatch, *, now: datetime, outcome: DispatchOutcome) -> None:
     if d.remote_workload is not None:
-        _delete_remote(d.remote_workload)
+        _delete_remote(d.remote_workload, now=now)
     outcome.deleted.append(f"{d.worker.name}/{d.workload_id}")
     d.delete()
 
 
-def _delete_copies(wl: Workload, copies: Iterable[Dispatch], *, outcome: DispatchOutcome) -> None:
+def _delete_copies(wl: Workload, copies: Iterable[Dispatch], *, now: datetime,
+                   outcome: DispatchOutcome) -> None:
     for d in copies:
-        _delete_copy(d, outcome=outcome)
+        _delete_copy(d, now=now, outcome=outcome)
     if wl.nominated_cluster_names and wl.phase not in _RESERVED:
         Workload.objects.filter(pk=wl.pk).update(nominated_cluster_names=[])
 
@@ -369,10 +363,10 @@ def _keep_winner(wl: Workload, check_name: str, state: Mapping[str, Any], won: D
     worker = won.worker
     for d in copies:
         if d.pk != won.pk:
-            _delete_copy(d, outcome=outcome)
+            _delete_copy(d, now=now, outcome=outcome)
     remote = won.remote_workload
     assert remote is not None
-    _propagate_scale_down(wl, remote)
+    _propagate_scale_down(wl, remote, now=now)
     _ensure_remote_job(wl, remote, worker)
     if won.state != DispatchState.WON:
         Dispatch.objects.filter(pk=won.pk).update(state=DispatchState.WON)
@@ -400,7 +394,7 @@ def _admitted_pods(remote: Workload) -> int:
                for psa in (remote.admission or {}).get("podSetAssignments", ()))
 
 
-def _propagate_scale_down(wl: Workload, remote: Workload) -> None:
+def _propagate_scale_down(wl: Workload, remote: Workload, *, now: datetime) -> None:
     """An elastic job shrunk on the hub shrinks its copy in place (Kueue updates the remote
     spec for a scale-down); the worker frees the quota and the job follows."""
     counts = {ps.get("name"): int(ps.get("count", 1)) for ps in wl.pod_sets}
@@ -417,7 +411,7 @@ def _propagate_scale_down(wl: Workload, remote: Workload) -> None:
     remote.save(update_fields=["pod_sets", "resource_version", "updated_at"])
     worker_id = lifecycle.domain_of(remote)
     if remote.cluster_queue_id is not None and remote.phase in _RESERVED:
-        admission.on_quota_released(worker_id, [remote.cluster_queue_id], now=_now())
+        admission.on_quota_released(worker_id, [remote.cluster_queue_id], now=now)
     if remote.job is not None:
         spec = dict(remote.job.manifest.get("spec") or {})
         spec["parallelism"] = sum(int(ps.get("count", 1)) for ps in pod_sets)
@@ -505,10 +499,8 @@ def _retry(wl: Workload, check_name: str, message: str, *, now: datetime,
            outcome: DispatchOutcome) -> None:
     admission.set_admission_check_states(
         wl.pk, [{"name": check_name, "state": "Retry", "message": message}], now=now)
-    Event.objects.create(
-        cluster_id=lifecycle.domain_of(wl), workload=wl, object_kind="Workload",
-        object_namespace=wl.namespace, object_name=wl.name, type=EventType.WARNING,
-        reason="MultiKueueRetry", message=message, created_at=now)
+    lifecycle.workload_event(wl, "MultiKueueRetry", message, now=now,
+                             type_=EventType.WARNING).save()
     outcome.retried.append(f"{wl.namespace}/{wl.name}")
 
 
@@ -542,7 +534,6 @@ def collect_garbage(*, now: datetime) -> int:
     """Delete remote copies (and their jobs) whose hub workload no longer exists, on every
     connected worker (Kueue's garbage collector, every minute); a lost worker's leftovers
     go once it is back."""
-    del now
     hub_id = Cluster.objects.manager_id()
     hub_keys = set(Workload.objects.filter(cluster__role=ClusterRole.MANAGER).filter(
         cluster_id=hub_id or 0).values_list("namespace", "name"))
@@ -554,7 +545,7 @@ def collect_garbage(*, now: datetime) -> int:
                 continue
             if (remote.namespace, remote.name) in hub_keys or not is_connected(remote.cluster):
                 continue
-            _delete_remote(remote)
+            _delete_remote(remote, now=now)
             removed += 1
     return removed
 

@@ -344,7 +344,7 @@ def _reserve_quota(
     if updated != 1:
         return False  # changed since the snapshot; the next cycle looks again
     if head.replaced_slice:
-        _replace_slice(cluster_id, row, head, now=now, events=events)
+        _replace_slice(cluster_id, row, head, now=now)
     waited = (now - (row["queued_at"] or row["created_at"])).total_seconds()
     events.append(_event(cluster_id, row, "QuotaReserved",
                          f"Quota reserved in ClusterQueue {cq_name}, wait time since queued "
@@ -364,7 +364,6 @@ def _reserve_quota(
 
 def _replace_slice(
     cluster_id: int, row: Mapping[str, Any], head: HeadResult, *, now: datetime,
-    events: list[Event],
 ) -> None:
     """The scale-up slice holds the quota now: the slice it replaces finishes
     (``WorkloadSliceReplaced``) in the same transaction, and its MultiKueue placement
@@ -378,18 +377,13 @@ def _replace_slice(
     message = (f"Replaced to accommodate a workload (UID: {row['uid']}, JobUID: "
                f"{(row.get('labels') or {}).get(jobs.JOB_UID_LABEL, '')}) due to workload slice "
                "aggregation")
-    conditions = cond.set_condition(old.conditions, "Finished", True, jobs.WORKLOAD_SLICE_REPLACED, message,
-                                    now=now)
-    replaced = Workload.objects.filter(pk=old.pk, resource_version=old.resource_version).update(
-        phase=WorkloadPhase.FINISHED, conditions=conditions, preempting=False,
-        resource_version=F("resource_version") + 1,
-    )
-    if replaced != 1:
+    old_row = {"id": old.pk, "namespace": old.namespace, "name": old.name,
+               "conditions": old.conditions, "resource_version": old.resource_version}
+    if not finish_without_release(cluster_id, old_row, jobs.WORKLOAD_SLICE_REPLACED, message,
+                                  now=now):
         return
     if old.cluster_name:
         Workload.objects.filter(pk=row["id"]).update(cluster_name=old.cluster_name)
-    events.append(_event(cluster_id, {"id": old.pk, "namespace": old.namespace,
-                                      "name": old.name}, jobs.WORKLOAD_SLICE_REPLACED, message, now=now))
     metrics.replaced_workload_slice(head.cluster_queue, cluster_id=cluster_id)
 
 
@@ -614,15 +608,25 @@ def _replaced_on_release(cluster_id: int, row: Mapping[str, Any], *, now: dateti
     )
     if not waiting:
         return False
-    message = "Replaced to accommodate a new workload slice"
-    conditions = cond.set_condition(row["conditions"], "Finished", True,
-                                    jobs.WORKLOAD_SLICE_REPLACED, message, now=now)
+    return finish_without_release(cluster_id, row, jobs.WORKLOAD_SLICE_REPLACED,
+                                  "Replaced to accommodate a new workload slice", now=now)
+
+
+def finish_without_release(cluster_id: int, row: Mapping[str, Any], reason: str, message: str,
+                           *, now: datetime) -> bool:
+    """Finished=True for a workload slice, with an event, without giving quota back to its
+    queue: a replaced slice's quota passes to its replacement, a waiting slice holds none.
+    Conditional on the version read (``row``: id, namespace, name, conditions,
+    resource_version)."""
+    conditions = cond.set_condition(row["conditions"], "Finished", True, reason, message,
+                                    now=now)
     updated = Workload.objects.filter(
         pk=row["id"], resource_version=row["resource_version"]
-    ).update(phase=WorkloadPhase.FINISHED, conditions=conditions, preempting=False,
-             resource_version=F("resource_version") + 1)
+    ).exclude(phase=WorkloadPhase.FINISHED).update(
+        phase=WorkloadPhase.FINISHED, conditions=conditions, preempting=False,
+        queue_state=QueueState.ACTIVE, resource_version=F("resource_version") + 1)
     if updated == 1:
-        _event(cluster_id, row, jobs.WORKLOAD_SLICE_REPLACED, message, now=now).save()
+        _event(cluster_id, row, reason, message, now=now).save()
     return updated == 1
 
 

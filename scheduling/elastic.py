@@ -33,14 +33,13 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from kueueweb.roles import can_operate_in
-from scheduling import admission, jobs
+from scheduling import admission, jobs, lifecycle
 from scheduling import conditions as cond
-from scheduling.choices import QueueState, WorkloadPhase
-from scheduling.models import Event, Job, Workload
+from scheduling.choices import WorkloadPhase
+from scheduling.models import Job, Workload
 from scheduling.services import ConflictError, invalid, local_queue_for, save_new_workload
 from scheduling.validation import FieldError
 
@@ -334,21 +333,14 @@ def _create_slice(job: Job, old: Workload, count: int, *, now: datetime) -> Work
         labels=draft.labels,
         annotations=annotations,
     ))
-    Event.objects.create(
-        cluster_id=_domain(job), workload=new, object_kind="Job",
-        object_namespace=job.namespace, object_name=job.name, reason="CreatedWorkload",
-        message=f"Created Workload: {new.namespace}/{new.name}", created_at=now,
-    )
-    admission.request_admission(_domain(job))
+    _event(job, new, "CreatedWorkload", f"Created Workload: {new.namespace}/{new.name}",
+           now=now)
     return new
 
 
 def _event(job: Job, wl: Workload, reason: str, message: str, *, now: datetime) -> None:
-    Event.objects.create(
-        cluster_id=_domain(job), workload=wl, object_kind="Job",
-        object_namespace=job.namespace, object_name=job.name, reason=reason,
-        message=message, created_at=now,
-    )
+    wl.job = job
+    lifecycle.workload_event(wl, reason, message, now=now, kind="Job").save()
 
 
 def _after_scale(job: Job) -> None:
@@ -364,21 +356,11 @@ def _after_scale(job: Job) -> None:
 
 
 def finish_slice(wl: Workload, reason: str, message: str, *, now: datetime) -> bool:
-    """Finished=True without releasing quota to the queue (a replaced slice's quota passes
-    to its replacement; a waiting slice holds none). Conditional on the version read."""
-    conditions = cond.set_condition(wl.conditions, "Finished", True, reason, message, now=now)
-    updated = Workload.objects.filter(pk=wl.pk, resource_version=wl.resource_version).exclude(
-        phase=WorkloadPhase.FINISHED,
-    ).update(phase=WorkloadPhase.FINISHED, conditions=conditions, preempting=False,
-             queue_state=QueueState.ACTIVE, resource_version=F("resource_version") + 1)
-    if updated != 1:
+    """Finished=True without releasing quota to the queue (a waiting slice holds none);
+    ``wl`` is updated when the write went through."""
+    row = {"id": wl.pk, "namespace": wl.namespace, "name": wl.name,
+           "conditions": wl.conditions, "resource_version": wl.resource_version}
+    if not admission.finish_without_release(_domain(wl), row, reason, message, now=now):
         return False
-    wl.phase = WorkloadPhase.FINISHED
-    wl.conditions = conditions
-    wl.resource_version += 1
-    Event.objects.create(
-        cluster_id=_domain(wl), workload=wl, object_kind="Workload",
-        object_namespace=wl.namespace, object_name=wl.name, reason=reason, message=message,
-        created_at=now,
-    )
+    wl.refresh_from_db()
     return True
