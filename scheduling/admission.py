@@ -18,7 +18,9 @@ Kueue mapping: ``pkg/scheduler/scheduler.go`` (schedule, admit, requeueAndUpdate
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q, Window
 from django.db.models.functions import RowNumber
 
@@ -46,8 +48,8 @@ from scheduling.core.cycle import (
 from scheduling.core.quantities import int_to_quantity
 from scheduling.core.snapshot import Snapshot
 from scheduling.core.types import Admission, FairSharingStrategy
-from scheduling.core.workloads import AssignmentState
-from scheduling.locks import acquire, new_holder_id, release, still_held
+from scheduling.core.workloads import AssignmentState, WorkloadInfo
+from scheduling.locks import acquire_or_defer, new_holder_id, release, still_held
 from scheduling.models import AdmissionLease, ClusterQueue, Event, LocalQueue, Workload
 
 logger = logging.getLogger(__name__)
@@ -120,17 +122,21 @@ def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
     holder = new_holder_id()
     config: dict[str, Any] = settings.KUEUEWEB
     lease_for = timedelta(seconds=int(config["ADMISSION_LEASE_SECONDS"]))
-    if not acquire(cluster_id, holder, now=now, duration=lease_for):
+    if not acquire_or_defer(cluster_id, holder, now=now, duration=lease_for):
         return CycleOutcome(ran=False)
     try:
         return _cycle_under_lease(cluster_id, holder, now=now)
     finally:
-        release(cluster_id, holder)
+        if release(cluster_id, holder):
+            # Asked for while we ran: the change may have come after our snapshot.
+            with transaction.atomic():
+                reconcile.request(ADMISSION_TASK, cluster_id)
 
 
 def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleOutcome:
     # 1. Housekeeping that changes what the cycle sees.
     released = release_evicted_workloads(cluster_id, now=now)
+    requeue_due_queues(cluster_id, now=now)
     resolve_local_queues(cluster_id, now=now)
     specs = snapshots.load_domain_specs(cluster_id)
     _requeue_on_spec_change(cluster_id, specs, now=now)
@@ -144,8 +150,9 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
             "name", "allocatable_generation"
         )
     )
-    # 3. One head per cluster queue, in Kueue's queue order.
-    head_rows = select_heads(cluster_id, now=now)
+    # 3. The first few workloads of every cluster queue, in Kueue's queue order.
+    per_queue = candidates_per_queue(len(specs.cluster_queues))
+    head_rows = select_heads(cluster_id, now=now, per_queue=per_queue)
     snapshot = Snapshot.build(
         flavors=specs.flavors,
         cohorts=specs.cohorts,
@@ -155,33 +162,26 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
         generations=generations,
         inactive=specs.inactive,
     )
-    heads = [
-        Head(
-            workload=snapshots.pending_workload(row),
-            cluster_queue=row["local_queue__cluster_queue__name"],
-            last_assignment=_assignment_state(row["scheduler_state"]),
-            is_preemptor=row["preempting"],
-            replaces=(row["annotations"] or {}).get(jobs.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION) or None,
-        )
-        for row in head_rows
-    ]
-    outcome = CycleOutcome(ran=True, cycle=cycle, heads=len(heads), released=released)
 
-    # 4. Decide.
+    # 4. Decide: consecutive cycles in memory, as long as only this round's decisions
+    # change what the next cycle would see.
     started = time.perf_counter()
-    result = run_cycle(snapshot, heads, now=snapshots.epoch(now), policy=cycle_policy(),
-                       cycle=cycle)
-    per_head = (time.perf_counter() - started) / max(len(heads), 1)
+    rounds = run_cycles(snapshot, head_rows, per_queue=per_queue, now=now, first_cycle=cycle)
+    cycle = rounds.last_cycle
+    outcome = CycleOutcome(ran=True, cycle=cycle, heads=rounds.heads, released=released)
+    per_head = (time.perf_counter() - started) / max(rounds.heads, 1)
 
     # 5. Apply, fenced: if the lease was lost meanwhile, nothing is written.
     rows_by_key = {f"{r['namespace']}/{r['name']}": r for r in head_rows}
     reserving_by_key = {f"{r['namespace']}/{r['name']}": r for r in reserving}
+    result = rounds
     with transaction.atomic():
         if not still_held(cluster_id, holder, now=now):
             logger.warning("admission cycle of cluster %s lost its lease; discarded", cluster_id)
             return CycleOutcome(ran=False)
         AdmissionLease.objects.filter(cluster_id=cluster_id).update(cycle=cycle)
         events: list[Event] = []
+        writes: list[_PendingWrite] = []
         for head in result.results:
             row = rows_by_key[head.key]
             if head.admitted:
@@ -191,8 +191,9 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
                 else:
                     outcome.dropped += 1
             else:
-                _record_pending(cluster_id, row, head, now=now, events=events)
+                _record_pending(cluster_id, row, head, now=now, events=events, writes=writes)
                 metrics.admission_attempt("inadmissible", per_head)
+        _write_pending(writes)
         for target in result.preemption_targets:
             victim = reserving_by_key.get(target.workload_key)
             if victim is None or target.already_evicted:
@@ -211,8 +212,116 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
     return outcome
 
 
-def select_heads(cluster_id: int, *, now: datetime) -> list[dict[str, Any]]:
-    """The head of every cluster queue of the domain, as values() rows (one query).
+# How many engine cycles one call may run, and for how long, before it writes what it
+# decided: a bound on the work lost to a crash and on how stale the round's view gets.
+MAX_CYCLES_PER_ROUND = 64
+MAX_ROUND_SECONDS = 0.2
+# How many pending workloads of each cluster queue a round loads (between these bounds,
+# about 4,000 rows in all, at most 8 each): the heads of the cycles it may run.
+_CANDIDATES = (2, 8, 4000)
+
+
+def candidates_per_queue(cluster_queues: int) -> int:
+    low, high, total = _CANDIDATES
+    return max(low, min(high, total // max(cluster_queues, 1)))
+
+
+@dataclass
+class Rounds:
+    """What ``run_cycles`` decided: the last decision about each workload it looked at
+    (admitted, or pending with its reason) and the preemptions of its last cycle."""
+
+    results: list[HeadResult]
+    preemption_targets: tuple[PreemptionTarget, ...]
+    cycles: int
+    heads: int
+    last_cycle: int
+
+
+def run_cycles(
+    snapshot: Snapshot,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    per_queue: int,
+    now: datetime,
+    first_cycle: int,
+) -> Rounds:
+    """Run Kueue scheduling cycles over ``rows`` (``select_heads``) until one would need
+    the database again.
+
+    Every cycle takes the head of every cluster queue, exactly as consecutive cycles of
+    Kueue's scheduler would with nothing else happening: an admitted head adds its usage to
+    the snapshot, a parked head leaves its queue's heap and the next workload becomes the
+    head, a head that stays (another flavor to try) is tried again. The round stops after a
+    cycle that preempts (victims must stop first) or involves a sticky preemptor or a
+    workload slice, after a cycle that changes nothing, when a queue has used every
+    candidate loaded for it while more may wait in the database, or at its bounds.
+    """
+    queues: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        queues.setdefault(row["local_queue__cluster_queue__name"], []).append(row)
+    truncated = {name for name, items in queues.items() if len(items) >= per_queue}
+    position = dict.fromkeys(queues, 0)
+    assignment = {f"{r['namespace']}/{r['name']}": _assignment_state(r["scheduler_state"])
+                  for r in rows}
+    final: dict[str, HeadResult] = {}
+    targets: tuple[PreemptionTarget, ...] = ()
+    cycle, cycles, heads_seen = first_cycle, 0, 0
+    policy, epoch_now = cycle_policy(), snapshots.epoch(now)
+    deadline = time.perf_counter() + MAX_ROUND_SECONDS
+    while cycles < MAX_CYCLES_PER_ROUND:
+        if cycles and (time.perf_counter() > deadline or any(
+                position[name] >= len(queues[name]) for name in truncated)):
+            break
+        heads = []
+        for items in queues.values():
+            index = position[items[0]["local_queue__cluster_queue__name"]]
+            if index < len(items):
+                row = items[index]
+                key = f"{row['namespace']}/{row['name']}"
+                heads.append(Head(
+                    workload=snapshots.pending_workload(row),
+                    cluster_queue=row["local_queue__cluster_queue__name"],
+                    last_assignment=assignment[key],
+                    is_preemptor=row["preempting"],
+                    replaces=(row["annotations"] or {}).get(
+                        jobs.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION) or None,
+                ))
+        if not heads:
+            break
+        if cycles:
+            cycle += 1
+        cycles += 1
+        heads_seen += len(heads)
+        result = run_cycle(snapshot.clone(), heads, now=epoch_now, policy=policy, cycle=cycle)
+        changed = False
+        for head in result.results:
+            final[head.key] = head
+            if head.admitted:
+                assert head.admission is not None
+                snapshot.add_workload(WorkloadInfo(dataclasses.replace(
+                    head.workload, admission=head.admission, quota_reserved_time=epoch_now)))
+                position[head.cluster_queue] += 1
+                changed = True
+            elif head.parked:
+                position[head.cluster_queue] += 1
+                changed = True
+            elif head.last_assignment != assignment[head.key]:
+                changed = True
+            assignment[head.key] = head.last_assignment
+        targets = result.preemption_targets
+        special = any(h.is_preemptor or h.replaces for h in heads) or any(
+            h.preemption_targets or h.replaced_slice
+            or h.requeue_reason is RequeueReason.PENDING_PREEMPTION for h in result.results)
+        if targets or special or not changed:
+            break
+    return Rounds(results=list(final.values()), preemption_targets=targets, cycles=cycles,
+                  heads=heads_seen, last_cycle=cycle)
+
+
+def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[dict[str, Any]]:
+    """The first ``per_queue`` workloads of every cluster queue of the domain, in queue
+    order, as values() rows (one query).
 
     Kueue's heap order (``cluster_queue.go``): the sticky preemptor first, then higher
     priority, then the earlier queue-order timestamp, then UID. Only admissible workloads
@@ -239,7 +348,8 @@ def select_heads(cluster_id: int, *, now: datetime) -> list[dict[str, Any]]:
                 ],
             )
         )
-        .filter(rank=1)
+        .filter(rank__lte=per_queue)
+        .order_by("local_queue__cluster_queue_id", "rank")
         .values(*snapshots.WORKLOAD_FIELDS, "annotations", "local_queue__cluster_queue__name")
     )
     return list(ranked)
@@ -387,6 +497,18 @@ def _replace_slice(
     metrics.replaced_workload_slice(head.cluster_queue, cluster_id=cluster_id)
 
 
+@dataclass(frozen=True)
+class _PendingWrite:
+    """A head's new pending state, written with the others of its round (``_write_pending``)."""
+
+    workload_id: int
+    resource_version: int
+    conditions: list[dict[str, Any]]
+    queue_state: str
+    scheduler_state: dict[str, Any]
+    preempting: bool
+
+
 def _record_pending(
     cluster_id: int,
     row: Mapping[str, Any],
@@ -394,11 +516,12 @@ def _record_pending(
     *,
     now: datetime,
     events: list[Event],
+    writes: list[_PendingWrite],
 ) -> None:
     """QuotaReserved=False with the reason an operator reads, and the queue position.
 
     Written only when something changed, so a head that waits for many cycles costs one
-    write, not one per cycle.
+    write, not one per cycle; the writes of a round go out together.
     """
     conditions = cond.set_condition(
         row["conditions"], "QuotaReserved", False, head.quota_reserved_reason or "Pending",
@@ -415,27 +538,41 @@ def _record_pending(
     preempting = bool(head.preemption_targets) or (
         head.requeue_reason is RequeueReason.PENDING_PREEMPTION
     )
+    message_changed = not _same_conditions(conditions, row["conditions"])
     unchanged = (
-        _same_conditions(conditions, row["conditions"])
+        not message_changed
         and queue_state == row["queue_state"]
         and state == (row["scheduler_state"] or {})
         and preempting == row["preempting"]
     )
     if unchanged:
         return
-    message_changed = not _same_conditions(conditions, row["conditions"])
-    updated = Workload.objects.filter(
-        pk=row["id"], phase=WorkloadPhase.PENDING, resource_version=row["resource_version"],
-    ).update(
-        conditions=conditions,
-        queue_state=queue_state,
-        scheduler_state=state,
-        preempting=preempting,
-        resource_version=F("resource_version") + 1,
-    )
-    if updated == 1 and message_changed:
+    writes.append(_PendingWrite(row["id"], row["resource_version"], conditions, queue_state,
+                                state, preempting))
+    if message_changed:
         events.append(_event(cluster_id, row, head.quota_reserved_reason or "Pending",
                              head.message, now=now, type_=EventType.WARNING))
+
+
+def _write_pending(writes: Sequence[_PendingWrite]) -> None:
+    """Every pending head's new state in one batched statement, each row still conditional
+    on the version the round read (a workload changed meanwhile keeps its own state and is
+    looked at again next round)."""
+    if not writes:
+        return
+    table = connection.ops.quote_name(Workload._meta.db_table)
+    as_json = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    sql = (f"UPDATE {table} SET conditions = {as_json}, queue_state = %s, "
+           f"scheduler_state = {as_json}, preempting = %s, "
+           "resource_version = resource_version + 1 "
+           "WHERE id = %s AND phase = %s AND resource_version = %s")
+    params = [
+        (json.dumps(w.conditions), w.queue_state, json.dumps(w.scheduler_state), w.preempting,
+         w.workload_id, WorkloadPhase.PENDING, w.resource_version)
+        for w in writes
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 def _same_conditions(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> bool:
@@ -637,8 +774,30 @@ def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now:
     ClusterQueue.objects.filter(pk__in=ids).update(
         allocatable_generation=F("allocatable_generation") + 1
     )
-    queue_inadmissible_workloads(cluster_id, ids, now=now)
+    config: dict[str, Any] = settings.KUEUEWEB
+    period = float(config["REQUEUE_BATCH_PERIOD_SECONDS"])
+    if period <= 0:
+        queue_inadmissible_workloads(cluster_id, ids, now=now)
+        request_admission(cluster_id)
+        return
+    # Kueue's requeuer: one requeue of the tree a batch period after the first release,
+    # however many releases come meanwhile; the next cycle still runs at once (the active
+    # heads may fit now).
+    ClusterQueue.objects.filter(
+        pk__in=cohort_tree_queue_ids(cluster_id, ids), requeue_due_at__isnull=True,
+    ).update(requeue_due_at=now + timedelta(seconds=period))
     request_admission(cluster_id)
+    reconcile.request_later(ADMISSION_TASK, period, cluster_id)
+
+
+def requeue_due_queues(cluster_id: int, *, now: datetime) -> int:
+    """Requeue the parked workloads of the queues whose batched requeue is due."""
+    due = list(ClusterQueue.objects.filter(cluster_id=cluster_id, requeue_due_at__lte=now)
+               .values_list("pk", flat=True))
+    if not due:
+        return 0
+    ClusterQueue.objects.filter(pk__in=due).update(requeue_due_at=None)
+    return queue_inadmissible_workloads(cluster_id, due, now=now)
 
 
 def cohort_tree_queue_ids(cluster_id: int, cluster_queue_ids: Iterable[int]) -> set[int]:

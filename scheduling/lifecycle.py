@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -473,11 +474,14 @@ def sync_job_status(wl: Workload, report: JobReport, *, now: datetime,
 
 
 def finish(wl: Workload, reason: str, message: str, *, now: datetime,
-           events: list[Event], siblings: bool = True) -> bool:
+           events: list[Event], siblings: bool = True,
+           freed: set[int] | None = None) -> bool:
     """Finished=True: the workload leaves its queue and its quota is released at once.
 
     The job's other workloads that are not finished (an elastic job's scale-up slice still
     waiting for quota) finish with it: they must not be admitted for a job that is done.
+    With ``freed``, the caller releases the quota of the queues added to it, once for many
+    workloads (``finish_workloads``).
     """
     conditions = cond.set_condition(wl.conditions, "Finished", True, reason, message, now=now)
     queue_id = wl.cluster_queue_id if wl.phase in _RESERVED else None
@@ -493,12 +497,37 @@ def finish(wl: Workload, reason: str, message: str, *, now: datetime,
     metrics.finished(_cluster_queue_name(wl), wl.priority_class_name, float(executed),
                      local_queue=_local_queue_key(wl), cluster_id=domain_of(wl))
     if queue_id is not None:
-        admission.on_quota_released(domain_of(wl), [queue_id], now=now)
+        if freed is not None:
+            freed.add(queue_id)
+        else:
+            admission.on_quota_released(domain_of(wl), [queue_id], now=now)
     if siblings and wl.job_id is not None:
         for other in Workload.objects.filter(job_id=wl.job_id).exclude(
                 phase=WorkloadPhase.FINISHED).exclude(pk=wl.pk):
-            finish(other, reason, message, now=now, events=events, siblings=False)
+            finish(other, reason, message, now=now, events=events, siblings=False, freed=freed)
     return True
+
+
+def finish_workloads(
+    cluster_id: int, versions: Mapping[int, int], reason: str, message: str, *, now: datetime,
+) -> list[int]:
+    """Finish many workloads of a domain at once, as their jobs ended: one transaction, one
+    quota release per queue, events in one INSERT. ``versions`` maps a workload id to the
+    ``resource_version`` the caller saw it at; a workload that changed since (evicted,
+    preempted) is left alone. Returns the ids finished."""
+    done: list[int] = []
+    events: list[Event] = []
+    freed: set[int] = set()
+    with transaction.atomic():
+        for wl in Workload.objects.filter(cluster_id=cluster_id, pk__in=list(versions)):
+            if wl.resource_version != versions[wl.pk]:
+                continue
+            if finish(wl, reason, message, now=now, events=events, freed=freed):
+                done.append(wl.pk)
+        Event.objects.bulk_create(events)
+        if freed:
+            admission.on_quota_released(cluster_id, freed, now=now)
+    return done
 
 
 def set_active(wl: Workload, active: bool, *, now: datetime) -> None:

@@ -26,21 +26,48 @@ def new_holder_id() -> str:
 
 
 def acquire(cluster_id: int, holder: str, *, now: datetime, duration: timedelta) -> bool:
-    """Take the domain's lease if it is free, expired, or already ours."""
+    """Take the domain's lease if it is free, expired, or already ours.
+
+    Taking it clears ``wanted``: the cycle about to run sees every change committed so far.
+    """
     _ensure_row(cluster_id)
     taken = (
         AdmissionLease.objects.filter(cluster_id=cluster_id)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__lte=now) | Q(holder=holder))
-        .update(holder=holder, expires_at=now + duration)
+        .update(holder=holder, expires_at=now + duration, wanted=False)
     )
     return taken == 1
 
 
-def release(cluster_id: int, holder: str) -> None:
-    """Give the lease back at once (if still ours) so the next cycle need not wait."""
-    AdmissionLease.objects.filter(cluster_id=cluster_id, holder=holder).update(
-        holder="", expires_at=None
-    )
+def acquire_or_defer(cluster_id: int, holder: str, *, now: datetime,
+                     duration: timedelta) -> bool:
+    """``acquire``, or else leave the holder a note that another cycle is wanted.
+
+    The note is written before a second attempt, so either this caller gets the lease (the
+    holder released it meanwhile) or the holder finds the note when it releases: a request
+    for a cycle is never dropped because another worker was busy with the domain.
+    """
+    if acquire(cluster_id, holder, now=now, duration=duration):
+        return True
+    AdmissionLease.objects.filter(cluster_id=cluster_id).update(wanted=True)
+    return acquire(cluster_id, holder, now=now, duration=duration)
+
+
+def release(cluster_id: int, holder: str) -> bool:
+    """Give the lease back at once (if still ours) so the next cycle need not wait.
+
+    Returns whether another cycle was asked for while we held it. The row is locked, so a
+    concurrent ``acquire_or_defer`` writes its note either before (we see it) or after (it
+    then takes the free lease itself).
+    """
+    with transaction.atomic():
+        lease = (AdmissionLease.objects.select_for_update()
+                 .filter(cluster_id=cluster_id, holder=holder).first())
+        if lease is None:
+            return False
+        AdmissionLease.objects.filter(pk=lease.pk).update(holder="", expires_at=None,
+                                                          wanted=False)
+        return lease.wanted
 
 
 def still_held(cluster_id: int, holder: str, *, now: datetime) -> bool:

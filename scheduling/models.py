@@ -162,6 +162,9 @@ class ClusterQueue(DomainObject):
     # Bumped whenever quota is released in the queue (Kueue's AllocatableResourceGeneration);
     # flavor-scan progress recorded against an older generation starts over.
     allocatable_generation = models.PositiveBigIntegerField(default=1, editable=False)
+    # When the parked workloads of this queue go back to its heap: quota came back in its
+    # cohort tree, and requeues are batched (KUEUEWEB["REQUEUE_BATCH_PERIOD_SECONDS"]).
+    requeue_due_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]
@@ -341,7 +344,14 @@ class Workload(NamespacedObject):
                 F("local_queue"), F("phase"), F("queue_state"), F("priority").desc(),
                 F("queued_at"), name="workload_queue_order",
             ),
-            models.Index(fields=["cluster", "phase"], name="workload_domain_phase"),
+            # Per domain and phase; with the queue keys, counts per queue (finished workloads
+            # are most of a long-lived table) read the index only.
+            models.Index(fields=["cluster", "phase", "cluster_queue", "local_queue"],
+                         name="workload_domain_phase_queues"),
+            # ``?queueName=`` of the API within a domain, counted from the index alone.
+            models.Index(fields=["cluster", "queue_name"], name="workload_domain_queue_name"),
+            # The workload list's default order (newest first) without sorting the table.
+            models.Index(fields=["created_at", "id"], name="workload_created"),
             models.Index(fields=["cluster_queue", "phase"], name="workload_cq_phase"),
             models.Index(fields=["requeue_at"], name="workload_requeue_at"),
         ]
@@ -365,8 +375,10 @@ class Event(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
-            models.Index(fields=["object_kind", "object_namespace", "object_name", "-created_at"],
-                         name="event_object"),
+            # A job's own events (its page); the domain comes first so that this index, not
+            # the one on ``cluster`` alone, is chosen for the whole condition.
+            models.Index(fields=["cluster", "object_kind", "object_namespace", "object_name",
+                                 "-created_at"], name="event_domain_object"),
         ]
 
     def __str__(self) -> str:
@@ -385,6 +397,9 @@ class AdmissionLease(models.Model):
     # cycle: when quotas change, parked workloads get another chance.
     cycle = models.PositiveBigIntegerField(default=0)
     spec_fingerprint = models.CharField(max_length=64, blank=True)
+    # A cycle was asked for while the lease was held: the holder runs another when it ends,
+    # so a trigger that found the lease busy is never lost.
+    wanted = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return f"{self.cluster_id}: {self.holder or '-'}"

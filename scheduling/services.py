@@ -6,7 +6,8 @@ caller accepts and refuses exactly the same input.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -250,6 +251,17 @@ def delete_job(job: Job) -> None:
         _after_removal(job.cluster_id, freed)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class WorkloadRequest:
+    """One Workload to create: what ``POST .../workloads`` carries."""
+
+    namespace: str
+    name: str
+    spec: Any
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
 def create_workload(
     spec: Any,
     *,
@@ -264,43 +276,111 @@ def create_workload(
     The spec follows ``jobs.validate_workload_spec``; a named WorkloadPriorityClass must exist
     and gives the priority. Raises ValidationError by field path, or ConflictError.
     """
+    request = WorkloadRequest(namespace, name, spec, labels or {}, annotations or {})
+    return create_workloads([request], cluster=cluster, prefix_paths=False)[0]
+
+
+def create_workloads(
+    requests: Sequence[WorkloadRequest],
+    *,
+    cluster: Cluster | None = None,
+    prefix_paths: bool = True,
+) -> list[Workload]:
+    """Create many Workloads in one transaction: all of them or, on any error, none.
+
+    Each request is validated as ``create_workload`` validates one; errors name the item
+    (``items[3].spec.podSets[0].count``) unless ``prefix_paths`` is off. The writes are
+    batched (one INSERT, one query for the local queues, one for existing names), so a
+    generator or an automation that submits thousands of workloads costs a few queries.
+    """
     domain = resolve_cluster(cluster)
-    labels = dict(labels or {})
-    annotations = dict(annotations or {})
-    errors = jobs.validate_labels(labels) + jobs.validate_annotations(annotations)
-    errors.extend(jobs.validate_object_name(name, namespace))
-    elastic = jobs.is_elastic(
-        annotations, slices_enabled=bool(_kueue_settings()["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
-    values, spec_errors = jobs.validate_workload_spec(spec, elastic=elastic)
-    errors.extend(spec_errors)
-    if errors or values is None:
+    slices_enabled = bool(_kueue_settings()["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"])
+    errors: list[FieldError] = []
+    drafts: list[tuple[WorkloadRequest, jobs.WorkloadSpecValues]] = []
+    for index, request in enumerate(requests):
+        item_errors = (jobs.validate_labels(dict(request.labels))
+                       + jobs.validate_annotations(dict(request.annotations)))
+        item_errors.extend(jobs.validate_object_name(request.name, request.namespace))
+        elastic = jobs.is_elastic(request.annotations, slices_enabled=slices_enabled)
+        values, spec_errors = jobs.validate_workload_spec(request.spec, elastic=elastic)
+        item_errors.extend(spec_errors)
+        prefix = f"items[{index}]." if prefix_paths else ""
+        errors.extend(FieldError(prefix + e.path, e.message) for e in item_errors)
+        if values is not None:
+            drafts.append((request, values))
+    keys = [(r.namespace, r.name) for r in requests]
+    if len(set(keys)) != len(keys):
+        errors.append(FieldError("items", "two items have the same namespace and name"))
+    if errors:
         raise invalid(errors)
     try:
         with transaction.atomic():
-            class_name, class_source, priority = _resolve_priority(
-                values.priority, cluster=domain, path=jobs.priority_class_path(spec),
-                explicit_path="spec.priority",
-            )
-            if Workload.objects.filter(cluster=domain, namespace=namespace, name=name).exists():
-                raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists')
+            priorities: dict[tuple[str, str, int | None], tuple[str, str, int]] = {}
+            for index, (request, values) in enumerate(drafts):
+                wanted = values.priority
+                cache_key = (wanted.source, wanted.class_name, wanted.priority)
+                if cache_key not in priorities:
+                    prefix = f"items[{index}]." if prefix_paths else ""
+                    priorities[cache_key] = _resolve_priority(
+                        wanted, cluster=domain, path=prefix + jobs.priority_class_path(request.spec),
+                        explicit_path=prefix + "spec.priority",
+                    )
+            existing = _existing_names(domain, keys)
+            if existing:
+                raise ConflictError(f'workloads.kueue.x-k8s.io "{existing[0]}" already exists')
+            local_queues = _local_queues(domain, [(r.namespace, v.queue_name) for r, v in drafts])
             admission.request_admission(domain.pk)
-            return save_new_workload(Workload(
-                cluster=domain,
-                namespace=namespace,
-                name=name,
-                queue_name=values.queue_name,
-                local_queue=local_queue_for(domain, namespace, values.queue_name),
-                priority_class_name=class_name,
-                priority_class_source=class_source,
-                priority=priority,
-                active=values.active,
-                maximum_execution_time_seconds=values.maximum_execution_time_seconds,
-                pod_sets=values.pod_sets,
-                labels=labels,
-                annotations=annotations,
-            ))
+            workloads = [
+                Workload(
+                    cluster=domain, namespace=request.namespace, name=request.name,
+                    queue_name=values.queue_name,
+                    local_queue=local_queues.get((request.namespace, values.queue_name)),
+                    priority_class_name=priorities[key][0],
+                    priority_class_source=priorities[key][1],
+                    priority=priorities[key][2],
+                    active=values.active,
+                    maximum_execution_time_seconds=values.maximum_execution_time_seconds,
+                    pod_sets=values.pod_sets,
+                    labels=dict(request.labels),
+                    annotations=dict(request.annotations),
+                )
+                for request, values in drafts
+                for key in [(values.priority.source, values.priority.class_name,
+                             values.priority.priority)]
+            ]
+            if len(workloads) == 1:
+                return [save_new_workload(workloads[0])]
+            created = Workload.objects.bulk_create(workloads, batch_size=500)
+            # Kueue orders a queue by creation time: queued_at starts as created_at.
+            Workload.objects.filter(pk__in=[w.pk for w in created]).update(
+                queued_at=F("created_at"))
+            for workload in created:
+                workload.queued_at = workload.created_at
+            return created
     except IntegrityError as exc:
+        name = requests[0].name if len(requests) == 1 else "of this request"
         raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists') from exc
+
+
+def _existing_names(domain: Cluster, keys: Sequence[tuple[str, str]]) -> list[str]:
+    """Names of ``keys`` (namespace, name) that already exist in the domain."""
+    wanted = set(keys)
+    found = Workload.objects.filter(
+        cluster=domain, namespace__in={ns for ns, _ in keys}, name__in={n for _, n in keys},
+    ).values_list("namespace", "name")
+    return sorted(name for namespace, name in found if (namespace, name) in wanted)
+
+
+def _local_queues(
+    domain: Cluster, keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], LocalQueue]:
+    """The LocalQueues named by (namespace, queue name) that exist, in one query."""
+    wanted = {key for key in keys if key[1]}
+    if not wanted:
+        return {}
+    found = LocalQueue.objects.filter(
+        cluster=domain, namespace__in={ns for ns, _ in wanted}, name__in={n for _, n in wanted})
+    return {(lq.namespace, lq.name): lq for lq in found if (lq.namespace, lq.name) in wanted}
 
 
 def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:

@@ -10,7 +10,7 @@ import pytest
 from scheduling import admission
 from scheduling.choices import QueueState, WorkloadPhase
 from scheduling.conditions import find
-from scheduling.models import ClusterQueue, Event, Workload
+from scheduling.models import AdmissionLease, ClusterQueue, Event, Workload
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -54,13 +54,33 @@ def test_one_head_per_cluster_queue_per_cycle_then_the_next(
     manager, make_queue, make_workload
 ) -> None:
     make_queue("cq", {"cpu": "4"})
-    first = make_workload("first", "lq-cq", {"cpu": "1"})
-    second = make_workload("second", "lq-cq", {"cpu": "1"})
+    make_workload("first", "lq-cq", {"cpu": "1"})
+    make_workload("second", "lq-cq", {"cpu": "1"})
 
-    assert _cycle(manager.pk).admitted == ["ns/first"]
-    assert _reload(second).phase == WorkloadPhase.PENDING
-    assert _cycle(manager.pk + 0, NOW + timedelta(seconds=1)).admitted == ["ns/second"]
-    assert _reload(first).phase == WorkloadPhase.ADMITTED
+    outcome = _cycle(manager.pk)
+
+    # One call runs consecutive cycles in memory: each takes one head per queue, so the
+    # queue's two workloads are admitted in two cycles, in queue order.
+    assert outcome.admitted == ["ns/first", "ns/second"]
+    assert outcome.cycle == 2
+    assert outcome.heads == 2
+    assert AdmissionLease.objects.get(cluster_id=manager.pk).cycle == 2
+
+
+def test_a_round_stops_where_the_database_may_hold_more_heads(
+    manager, make_queue, make_workload, monkeypatch
+) -> None:
+    make_queue("cq", {"cpu": "8"})
+    for name in ("a", "b", "c", "d", "e"):
+        make_workload(name, "lq-cq", {"cpu": "1"})
+    monkeypatch.setattr(admission, "_CANDIDATES", (2, 2, 2))
+
+    first = _cycle(manager.pk)
+    second = _cycle(manager.pk, NOW + timedelta(seconds=1))
+
+    # Two candidates loaded per queue: a round admits them and stops, the next loads more.
+    assert first.admitted == ["ns/a", "ns/b"]
+    assert second.admitted == ["ns/c", "ns/d"]
 
 
 def test_higher_priority_is_head_even_when_newer(manager, make_queue, make_workload) -> None:
@@ -117,8 +137,12 @@ def test_best_effort_fifo_lets_the_next_workload_in(manager, make_queue, make_wo
     make_workload("big", "lq-cq", {"cpu": "3"})
     make_workload("small", "lq-cq", {"cpu": "1"})
 
-    assert _cycle(manager.pk).admitted == []
-    assert _cycle(manager.pk, NOW + timedelta(seconds=1)).admitted == ["ns/small"]
+    outcome = _cycle(manager.pk)
+
+    # Cycle 1 parks the head that does not fit; cycle 2 admits the next one.
+    assert outcome.admitted == ["ns/small"]
+    assert outcome.cycle == 2
+    assert Workload.objects.get(name="big").queue_state == QueueState.INADMISSIBLE
 
 
 def test_preemption_evicts_then_releases_then_admits_the_preemptor(
@@ -281,10 +305,11 @@ def test_namespace_selector_matches_the_namespace_name_label(manager, make_queue
     outsider = make_workload("outsider", "lq-cq", {"cpu": "1"}, namespace="other", priority=9)
     insider = make_workload("insider", "lq-cq", {"cpu": "1"})
 
-    first = _cycle(manager.pk)
-    second = _cycle(manager.pk, NOW + timedelta(seconds=1))
+    outcome = _cycle(manager.pk)
 
-    assert first.admitted == []  # the outsider is head and does not match
+    # The outsider is the first head and does not match: it is parked, then the insider
+    # is admitted in the round's next cycle.
     assert "doesn't match" in find(_reload(outsider).conditions, "QuotaReserved")["message"]
-    assert second.admitted == ["ns/insider"]
+    assert outcome.admitted == ["ns/insider"]
+    assert outcome.cycle == 2
     assert _reload(insider).phase == WorkloadPhase.ADMITTED

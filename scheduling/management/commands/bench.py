@@ -1,4 +1,8 @@
-"""``manage.py bench engine``: throughput of the pure admission engine, in memory.
+"""``manage.py bench scheduler``: Kueue's scheduler benchmark on the whole application
+(``scheduling.bench``); ``manage.py bench engine``: throughput of the pure admission
+engine, in memory.
+
+The engine benchmark:
 
 A synthetic cluster (cluster queues in cohorts, two flavors, borrowing and lending
 limits) and a backlog of pending workloads are driven through the queue manager and
@@ -206,7 +210,7 @@ def run_engine(
 
 
 class Command(BaseCommand):
-    help = "Benchmarks (in memory, no database)."
+    help = "Benchmarks: the scheduler on the whole application, or the engine in memory."
 
     def add_arguments(self, parser: CommandParser) -> None:
         subparsers = parser.add_subparsers(dest="target", metavar="TARGET")
@@ -233,12 +237,57 @@ class Command(BaseCommand):
             "--repeat", type=int, default=3, help="runs per backlog size; the fastest is reported"
         )
         engine.add_argument("--fair-sharing", action="store_true", help="enable fair sharing")
+        scheduler = subparsers.add_parser(
+            "scheduler",
+            help="Kueue's scheduler benchmark (../shared/bench) on the application",
+            description="Generate a benchmark shape's workloads in real time, admit them with "
+            "the application's reconcilers (embedded loop, or Celery workers when "
+            "REDIS_URL is set), run them on a simulated cluster and print a summary.",
+        )
+        scheduler.add_argument("--config", required=True, help="shape file (generator YAML)")
+        scheduler.add_argument("--output", help="write the summary as JSON to this path")
+        scheduler.add_argument("--workers", type=int, default=2,
+                               help="Celery workers to start in production mode (default 2)")
+        scheduler.add_argument("--timeout", type=float, default=1800.0,
+                               help="give up after this many seconds (default 1800)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["target"] == "engine":
             self._engine(options)
             return
+        if options["target"] == "scheduler":
+            self._scheduler(options)
+            return
         raise CommandError(f"unknown benchmark {options['target']!r}")
+
+    def _scheduler(self, options: dict[str, Any]) -> None:
+        import json
+
+        from scheduling.bench import run as bench_run
+        from scheduling.bench.shape import ShapeError, load_shape
+
+        if options["workers"] < 1:
+            raise CommandError("--workers must be at least 1")
+        try:
+            shape = load_shape(options["config"])
+        except OSError as exc:
+            raise CommandError(f"--config: cannot read {options['config']}: {exc}") from exc
+        except ShapeError as exc:
+            raise CommandError(f"--config {options['config']}: {exc}") from exc
+        try:
+            summary = bench_run.run(shape, workers=options["workers"],
+                                    timeout_seconds=options["timeout"],
+                                    log=lambda line: self.stdout.write(line))
+        except bench_run.BenchError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(bench_run.format_summary(summary))
+        if options["output"]:
+            with open(options["output"], "w", encoding="utf-8") as out:
+                json.dump(summary, out, indent=2)
+                out.write("\n")
+            self.stdout.write(f"summary written to {options['output']}")
+        if summary["quotaViolations"] or summary["finished"] != summary["expectedWorkloads"]:
+            raise CommandError("the run broke an invariant: see quotaViolations / finished")
 
     def _engine(self, options: dict[str, Any]) -> None:
         cqs: int = options["cluster_queues"]

@@ -1,0 +1,221 @@
+"""The benchmark's summary, computed from what the application recorded.
+
+Times come from the workloads (``created_at``, ``quota_reserved_at``, the Finished
+condition). Admissions and releases come from the Events the reconcilers wrote
+(QuotaReserved, QuotaReleased, Finished, Preempted), replayed in the order they were
+written, which is the order the transactions that wrote them committed: that replay checks
+that no cluster queue or cohort ever held more than its quota and that no workload held
+quota twice at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from scheduling import conditions as cond
+from scheduling.bench.shape import CLASS_LABEL, Shape
+from scheduling.choices import WorkloadPhase
+from scheduling.models import Event, Workload
+
+_RESERVE = "QuotaReserved"
+_RELEASES = ("QuotaReleased", "Finished")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of ``values``; 0 when empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    cohort: str
+    nominal_milli: int
+    borrowing_limit_milli: int | None
+    class_name: str
+
+
+def queue_limits(shape: Shape) -> dict[str, QueueLimits]:
+    from scheduling.core.quantities import quantity_to_int
+
+    return {
+        q.name: QueueLimits(
+            cohort=q.cohort,
+            nominal_milli=quantity_to_int("cpu", q.spec.nominal_quota),
+            borrowing_limit_milli=(quantity_to_int("cpu", q.spec.borrowing_limit)
+                                   if q.spec.borrowing_limit is not None else None),
+            class_name=q.spec.class_name,
+        )
+        for q in shape.queues()
+    }
+
+
+@dataclass
+class Replay:
+    """What replaying the admission events found."""
+
+    admissions: int
+    violations: list[str]
+    # cpu-milliseconds × ms used per cluster queue while the workloads held quota.
+    used_milli_ms: dict[str, float]
+
+
+def replay(
+    events: Iterable[tuple[int, str, datetime]],
+    usage: Mapping[int, tuple[str, int]],
+    limits: Mapping[str, QueueLimits],
+) -> Replay:
+    """Replay (workload id, reason, time) in commit order: every reservation must fit the
+    queue's nominal quota plus its borrowing limit and the cohort's total nominal quota, and
+    no workload may reserve twice without a release in between."""
+    cohort_nominal: dict[str, int] = defaultdict(int)
+    for limit in limits.values():
+        cohort_nominal[limit.cohort] += limit.nominal_milli
+    queue_used: dict[str, int] = defaultdict(int)
+    cohort_used: dict[str, int] = defaultdict(int)
+    holding: dict[int, datetime] = {}
+    used: dict[str, float] = defaultdict(float)
+    violations: list[str] = []
+    admissions = 0
+    for workload_id, reason, at in events:
+        queue, milli = usage[workload_id]
+        limit = limits[queue]
+        if reason == _RESERVE:
+            admissions += 1
+            if workload_id in holding:
+                violations.append(f"workload {workload_id} reserved quota twice")
+                continue
+            holding[workload_id] = at
+            queue_used[queue] += milli
+            cohort_used[limit.cohort] += milli
+            ceiling = (limit.nominal_milli + limit.borrowing_limit_milli
+                       if limit.borrowing_limit_milli is not None else math.inf)
+            if queue_used[queue] > ceiling:
+                violations.append(f"{queue} used {queue_used[queue]}m over {ceiling}m")
+            if cohort_used[limit.cohort] > cohort_nominal[limit.cohort]:
+                violations.append(f"cohort {limit.cohort} used {cohort_used[limit.cohort]}m "
+                                  f"over {cohort_nominal[limit.cohort]}m")
+        elif reason in _RELEASES and workload_id in holding:
+            since = holding.pop(workload_id)
+            queue_used[queue] -= milli
+            cohort_used[limit.cohort] -= milli
+            used[queue] += milli * max((at - since).total_seconds() * 1000, 0.0)
+    return Replay(admissions=admissions, violations=violations, used_milli_ms=dict(used))
+
+
+def summarize(
+    shape: Shape, cluster_id: int, *, mode: str, process: Mapping[str, Any],
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The summary of a finished run (README of ``../shared/bench``), as JSON-ready data."""
+    limits = queue_limits(shape)
+    rows = list(Workload.objects.filter(cluster_id=cluster_id).values_list(
+        "id", "namespace", "labels", "pod_sets", "phase", "created_at", "quota_reserved_at",
+        "conditions"))
+    usage: dict[int, tuple[str, int]] = {}
+    per_class: dict[str, dict[str, list[float]]] = defaultdict(
+        lambda: {"admission": [], "finish": []})
+    first_created: datetime | None = None
+    last_finished: datetime | None = None
+    finished = 0
+    for workload_id, namespace, labels, pod_sets, phase, created, reserved, conditions in rows:
+        usage[workload_id] = (namespace, _cpu_milli(pod_sets))
+        klass = (labels or {}).get(CLASS_LABEL, "")
+        first_created = created if first_created is None else min(first_created, created)
+        if reserved is not None:
+            per_class[klass]["admission"].append(
+                max((reserved - created).total_seconds() * 1000, 0.0))
+        done_at = cond.transition_time(conditions, "Finished")
+        if phase == WorkloadPhase.FINISHED and done_at is not None:
+            finished += 1
+            per_class[klass]["finish"].append((done_at - created).total_seconds() * 1000)
+            last_finished = done_at if last_finished is None else max(last_finished, done_at)
+    events = list(Event.objects.filter(
+        cluster_id=cluster_id, object_kind="Workload",
+        reason__in=(_RESERVE, *_RELEASES, "Preempted"),
+    ).order_by("id").values_list("workload_id", "reason", "created_at"))
+    evictions: dict[str, int] = defaultdict(int)
+    class_of = {w: (labels or {}).get(CLASS_LABEL, "") for w, _, labels, *_ in rows}
+    for workload_id, reason, _ in events:
+        if reason == "Preempted":
+            evictions[class_of.get(workload_id, "")] += 1
+    checked = replay(((w, r, t) for w, r, t in events if r != "Preempted"), usage, limits)
+    wall_ms = ((last_finished - first_created).total_seconds() * 1000
+               if first_created and last_finished else 0.0)
+
+    classes = {}
+    for klass, times in sorted(per_class.items()):
+        admission = times["admission"]
+        classes[klass] = {
+            "count": sum(1 for _, _, labels, *_ in rows
+                         if (labels or {}).get(CLASS_LABEL, "") == klass),
+            "averageTimeToAdmissionMs": round(sum(admission) / max(len(admission), 1)),
+            "p50TimeToAdmissionMs": round(percentile(admission, 50)),
+            "p90TimeToAdmissionMs": round(percentile(admission, 90)),
+            "p99TimeToAdmissionMs": round(percentile(admission, 99)),
+            "averageTimeToFinishMs": round(sum(times["finish"]) / max(len(times["finish"]), 1)),
+            "totalEvictions": evictions.get(klass, 0),
+        }
+    usage_percent: dict[str, float] = {}
+    nominal_by_class: dict[str, int] = defaultdict(int)
+    used_by_class: dict[str, float] = defaultdict(float)
+    for queue, limit in limits.items():
+        nominal_by_class[limit.class_name] += limit.nominal_milli
+        used_by_class[limit.class_name] += checked.used_milli_ms.get(queue, 0.0)
+    for klass, nominal in nominal_by_class.items():
+        usage_percent[klass] = round(
+            100 * used_by_class[klass] / (nominal * wall_ms), 1) if wall_ms else 0.0
+
+    summary: dict[str, Any] = {
+        "config": shape.name,
+        "mode": mode,
+        "wallMs": round(wall_ms),
+        "workloads": len(rows),
+        "expectedWorkloads": shape.total_workloads,
+        "admitted": sum(1 for r in rows if r[6] is not None),
+        "admissions": checked.admissions,
+        "finished": finished,
+        "evictions": sum(evictions.values()),
+        "quotaViolations": len(checked.violations),
+        "violations": checked.violations[:20],
+        "classes": classes,
+        "clusterQueueUsagePercent": usage_percent,
+        "process": dict(process),
+    }
+    if extra:
+        summary.update(extra)
+    summary["comparison"] = _comparison(shape, summary)
+    return summary
+
+
+def _cpu_milli(pod_sets: Sequence[Mapping[str, Any]]) -> int:
+    from scheduling.snapshots import per_pod_requests
+
+    return sum(per_pod_requests(ps).get("cpu", 0) * int(ps.get("count", 1)) for ps in pod_sets)
+
+
+def _comparison(shape: Shape, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Ratios to Kueue's figures and to the lower bound of the shape."""
+    wall = summary["wallMs"]
+    result: dict[str, Any] = {}
+    if shape.lower_bound_wall_ms:
+        result["lowerBoundWallMs"] = shape.lower_bound_wall_ms
+        result["wallOverLowerBound"] = round(wall / shape.lower_bound_wall_ms, 3)
+    if shape.kueue is not None:
+        result["kueueWallMs"] = shape.kueue.wall_ms
+        result["kueueWallOverOurs"] = round(shape.kueue.wall_ms / wall, 2) if wall else None
+        result["kueueAverageTimeToAdmissionOverOurs"] = {
+            klass: (round(kueue_ms / max(summary["classes"][klass]["averageTimeToAdmissionMs"],
+                                         1), 1)
+                    if klass in summary["classes"] else None)
+            for klass, kueue_ms in shape.kueue.average_time_to_admission_ms.items()
+        }
+    return result
