@@ -8,7 +8,11 @@ delay; the consumer coalesces bursts (``kueueweb.consumers.LiveConsumer``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
+import time
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -16,20 +20,75 @@ from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
+# A notification is worth little: it is not worth stalling the request that committed.
+SEND_TIMEOUT_SECONDS = 2.0
+# After a failure (Redis down), this process sends none for a while rather than paying the
+# timeout again on every write; browsers catch up when their socket reconnects.
+LAYER_DOWN_BACKOFF_SECONDS = 5.0
+_layer_down_until = 0.0
+
+
 def group_name(cluster_id: int) -> str:
     return f"domain.{int(cluster_id)}"
 
 
+async def _group_send(layer: Any, cluster_ids: list[int]) -> None:
+    for cluster_id in cluster_ids:
+        await asyncio.wait_for(
+            layer.group_send(group_name(cluster_id),
+                             {"type": "domain.changed", "cluster": cluster_id}),
+            timeout=SEND_TIMEOUT_SECONDS,
+        )
+
+
 def _send(cluster_ids: set[int]) -> None:
+    global _layer_down_until
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or time.monotonic() < _layer_down_until:
         return
-    for cluster_id in sorted(cluster_ids):
-        try:
-            async_to_sync(layer.group_send)(group_name(cluster_id),
-                                            {"type": "domain.changed", "cluster": cluster_id})
-        except Exception:  # a broken channel layer must not break the committed write
-            logger.exception("live update for domain %s not sent", cluster_id)
+    try:
+        async_to_sync(_group_send)(layer, sorted(cluster_ids))
+    except Exception as error:  # a broken channel layer must not break the committed write
+        _layer_down_until = time.monotonic() + LAYER_DOWN_BACKOFF_SECONDS
+        logger.warning("live update for domains %s not sent (%s: %s)", sorted(cluster_ids),
+                       type(error).__name__, error)
+
+
+# Per process and domain, at most one send per THROTTLE_SECONDS: the first change goes out at
+# once, later ones in the window become one send at its end. A burst of thousands of commits
+# a second then costs the channel layer (and every socket) a few messages, not thousands.
+THROTTLE_SECONDS = 0.1
+_throttle_lock = threading.Lock()
+_last_sent: dict[int, float] = {}
+_trailing: set[int] = set()
+
+
+def _send_throttled(cluster_ids: set[int]) -> None:
+    now = time.monotonic()
+    due: set[int] = set()
+    with _throttle_lock:
+        for cluster_id in cluster_ids:
+            if cluster_id in _trailing:
+                continue  # already due at the end of the window
+            wait = _last_sent.get(cluster_id, -THROTTLE_SECONDS) + THROTTLE_SECONDS - now
+            if wait <= 0:
+                _last_sent[cluster_id] = now
+                due.add(cluster_id)
+                continue
+            _trailing.add(cluster_id)
+            # Not a daemon: a process that exits right after a burst still sends its last one.
+            timer = threading.Timer(wait, _send_trailing, args=(cluster_id,))
+            timer.daemon = False
+            timer.start()
+    if due:
+        _send(due)
+
+
+def _send_trailing(cluster_id: int) -> None:
+    with _throttle_lock:
+        _trailing.discard(cluster_id)
+        _last_sent[cluster_id] = time.monotonic()
+    _send({cluster_id})
 
 
 def notify(cluster_id: int | None) -> None:
@@ -40,4 +99,4 @@ def notify(cluster_id: int | None) -> None:
     if cluster_id is None:
         return
     ids = {int(cluster_id)}
-    transaction.on_commit(lambda: _send(ids))
+    transaction.on_commit(lambda: _send_throttled(ids))

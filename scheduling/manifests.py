@@ -15,6 +15,7 @@ AdmissionCheck, MultiKueueConfig and MultiKueueCluster on the same ``Kind`` base
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -615,11 +616,11 @@ def read_resource_groups(
         gpath = join(path, g)
         raw = r.fields(group, gpath, _GROUP_FIELDS) if isinstance(group, Mapping) else {}
         flavors = []
-        for f, flavor in enumerate(raw.get("flavors") or []):
+        for f, flavor in enumerate(_as_list(raw.get("flavors"))):
             fpath = join(join(gpath, "flavors"), f)
             fraw = r.fields(flavor, fpath, _FLAVOR_FIELDS) if isinstance(flavor, Mapping) else {}
             resources = []
-            for q, quota in enumerate(fraw.get("resources") or []):
+            for q, quota in enumerate(_as_list(fraw.get("resources"))):
                 qpath = join(join(fpath, "resources"), q)
                 qraw = r.fields(quota, qpath, _QUOTA_FIELDS) if isinstance(quota, Mapping) else {}
                 entry: dict[str, Any] = {"name": qraw.get("name")}
@@ -628,9 +629,14 @@ def read_resource_groups(
                         entry[key] = quantity_text(qraw[key])
                 resources.append(entry)
             flavors.append({"name": fraw.get("name"), "resources": resources})
-        groups.append({"coveredResources": list(raw.get("coveredResources") or []),
+        groups.append({"coveredResources": _as_list(raw.get("coveredResources")),
                        "flavors": flavors})
     return groups if len(r.errors) == before else []
+
+
+def _as_list(value: Any) -> list[Any]:
+    """A list field as a list; any other shape was refused by field already."""
+    return list(value) if isinstance(value, list) else []
 
 
 def flavor_names(groups: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -1297,9 +1303,13 @@ def _usage_of(admission: Any) -> Iterable[tuple[str, str, int]]:
             if flavor is None:
                 continue
             try:
-                yield flavor, resource, quantity_to_int(resource, quantity)
-            except QuantityError:
+                yield flavor, resource, _quantity(resource, quantity)
+            except (QuantityError, TypeError):
                 continue
+
+
+# Admissions repeat the same few quantities thousands of times: parse each once.
+_quantity = functools.lru_cache(maxsize=4096)(quantity_to_int)
 
 
 def _flavor_usage(
@@ -1392,7 +1402,7 @@ def cluster_queue_statuses(queues: Sequence[ClusterQueue]) -> dict[int, dict[str
 
 
 def local_queue_statuses(queues: Sequence[LocalQueue]) -> dict[int, dict[str, Any]]:
-    """Computed LocalQueue status, in one query for all ``queues`` (which should prefetch
+    """Computed LocalQueue status, in two queries for all ``queues`` (which should prefetch
     ``cluster_queue__quotas__flavor``, whose flavors are listed)."""
     ids = [queue.pk for queue in queues]
     pending: dict[int, int] = defaultdict(int)
@@ -1400,13 +1410,14 @@ def local_queue_statuses(queues: Sequence[LocalQueue]) -> dict[int, dict[str, An
     admitted: dict[int, int] = defaultdict(int)
     reserved_usage: dict[int, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     admitted_usage: dict[int, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
-    rows = Workload.objects.filter(local_queue__in=ids) \
-        .exclude(phase=WorkloadPhase.FINISHED) \
+    # Pending workloads are counted in the database; only those holding quota are read.
+    pending.update(
+        Workload.objects.filter(local_queue__in=ids, phase=WorkloadPhase.PENDING, active=True)
+        .order_by().values_list("local_queue_id").annotate(n=models.Count("id"))
+    )
+    rows = Workload.objects.filter(local_queue__in=ids, phase__in=_HOLDING) \
         .order_by().values_list("local_queue_id", "phase", "active", "admission")
-    for queue_id, phase, active, admission in rows:
-        if phase == WorkloadPhase.PENDING:
-            pending[queue_id] += bool(active)
-            continue
+    for queue_id, phase, _active, admission in rows:
         reserving[queue_id] += 1
         is_admitted = phase == WorkloadPhase.ADMITTED
         admitted[queue_id] += is_admitted

@@ -3,16 +3,16 @@ visibility API, ``pkg/visibility/storage``).
 
 The list of a cluster queue holds every pending workload queued in it — heads, queued and
 parked alike — sorted as its queue sorts them: the sticky preemptor, then priority, then
-the queue-order timestamp, then UID. Positions come from window functions, so a page costs
-one query however long the queue is.
+the queue-order timestamp, then UID. Positions come from walking the queue's (id, local
+queue) pairs up to the page's end, without loading the rows before it.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
-from django.db.models import F, QuerySet, Window
-from django.db.models.functions import RowNumber
+from django.db.models import F, Q, QuerySet
 
 from scheduling.choices import QueueState, StopPolicy, WorkloadPhase
 from scheduling.conditions import find, timestamp
@@ -23,7 +23,8 @@ DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000
 
 
-def _pending_in(cluster_queue: ClusterQueue) -> QuerySet[Workload]:
+def _queue_order(cluster_queue: ClusterQueue) -> QuerySet[Workload, tuple[int, int]]:
+    """(id, local queue id) of the cluster queue's pending workloads, in queue order."""
     return (
         Workload.objects.filter(
             local_queue__cluster_queue=cluster_queue,
@@ -31,14 +32,35 @@ def _pending_in(cluster_queue: ClusterQueue) -> QuerySet[Workload]:
             phase=WorkloadPhase.PENDING,
             active=True,
         )
-        .annotate(
-            position_in_cluster_queue=Window(RowNumber(), order_by=QUEUE_ORDER),
-            position_in_local_queue=Window(
-                RowNumber(), partition_by=[F("local_queue_id")], order_by=QUEUE_ORDER
-            ),
-        )
-        .select_related("local_queue", "job")
         .order_by(*QUEUE_ORDER)
+        .values_list("id", "local_queue_id")
+    )
+
+
+def _load(positions: dict[int, tuple[int, int]]) -> list[Workload]:
+    """The rows of a page, in the order of their positions."""
+    rows = Workload.objects.filter(pk__in=positions).select_related("local_queue", "job")
+    page = sorted(rows, key=lambda w: positions[w.pk])
+    for wl in page:
+        wl.position_in_cluster_queue, wl.position_in_local_queue = positions[wl.pk]  # type: ignore[attr-defined]
+    return page
+
+
+def in_cluster_queue(queryset: QuerySet[Workload], name: str) -> QuerySet[Workload]:
+    """Workloads holding quota in cluster queue ``name``, or waiting for it through their
+    LocalQueue.
+
+    The queues are looked up first (two small queries), so the workloads are filtered on
+    their indexed foreign keys with literal ids, which both SQLite and PostgreSQL plan as
+    index lookups: joining both queue tables to every workload row cost a scan of the whole
+    table on every page.
+    """
+    queues = list(ClusterQueue.objects.filter(name=name).values_list("id", flat=True))
+    local_queues = list(LocalQueue.objects.filter(cluster_queue_id__in=queues)
+                        .values_list("id", flat=True))
+    return queryset.filter(
+        Q(cluster_queue_id__in=queues)
+        | Q(cluster_queue__isnull=True, local_queue_id__in=local_queues)
     )
 
 
@@ -49,40 +71,37 @@ def clamp(offset: int, limit: int) -> tuple[int, int]:
 def pending_in_cluster_queue(
     cluster_queue: ClusterQueue, *, offset: int = 0, limit: int = DEFAULT_LIMIT
 ) -> list[dict[str, Any]]:
+    """Positions come from walking (id, local queue) pairs in queue order up to the page's
+    end; only the page's rows are loaded whole."""
     offset, limit = clamp(offset, limit)
-    rows = _pending_in(cluster_queue)[offset:offset + limit]
-    return [_item(wl, cluster_queue) for wl in rows]
+    positions: dict[int, tuple[int, int]] = {}
+    seen_in_queue: dict[int, int] = defaultdict(int)
+    order = _queue_order(cluster_queue)[:offset + limit]
+    for position, (pk, lq_id) in enumerate(order.iterator(chunk_size=5000)):
+        seen_in_queue[lq_id] += 1
+        if position >= offset:
+            positions[pk] = (position + 1, seen_in_queue[lq_id])
+    return [_item(wl, cluster_queue) for wl in _load(positions)]
 
 
 def pending_in_local_queue(
     local_queue: LocalQueue, *, offset: int = 0, limit: int = DEFAULT_LIMIT
 ) -> list[dict[str, Any]]:
     """Kueue walks the cluster queue's list and keeps this queue's items; so do we, over
-    (id, local queue) pairs only, then load the page's rows."""
+    (id, local queue) pairs only and up to the page's end, then load the page's rows."""
     offset, limit = clamp(offset, limit)
     cq = local_queue.cluster_queue
-    order = (
-        Workload.objects.filter(
-            local_queue__cluster_queue=cq, local_queue__stop_policy=StopPolicy.NONE,
-            phase=WorkloadPhase.PENDING, active=True,
-        )
-        .order_by(*QUEUE_ORDER)
-        .values_list("id", "local_queue_id")
-    )
     positions: dict[int, tuple[int, int]] = {}
     seen_in_queue = 0
-    for position, (pk, lq_id) in enumerate(order.iterator(chunk_size=5000)):
+    for position, (pk, lq_id) in enumerate(_queue_order(cq).iterator(chunk_size=5000)):
         if lq_id != local_queue.pk:
             continue
-        if offset <= seen_in_queue < offset + limit:
+        if seen_in_queue >= offset + limit:
+            break
+        if offset <= seen_in_queue:
             positions[pk] = (position + 1, seen_in_queue + 1)
         seen_in_queue += 1
-    rows = Workload.objects.filter(pk__in=positions).select_related("local_queue", "job")
-    items = []
-    for wl in sorted(rows, key=lambda w: positions[w.pk]):
-        wl.position_in_cluster_queue, wl.position_in_local_queue = positions[wl.pk]  # type: ignore[attr-defined]
-        items.append(_item(wl, cq))
-    return items
+    return [_item(wl, cq) for wl in _load(positions)]
 
 
 def why_pending(workload: Workload, cluster_queue: ClusterQueue, ahead: int) -> str:

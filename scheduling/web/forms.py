@@ -15,9 +15,9 @@ from django.db import connection
 from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
-from scheduling.api.workload_filters import in_cluster_queue
 from scheduling.choices import WorkloadPhase
 from scheduling.models import Workload
+from scheduling.visibility import in_cluster_queue
 
 EVICTED = "evicted"
 INACTIVE = "inactive"
@@ -48,7 +48,10 @@ def evicted_condition() -> Q:
     if connection.vendor == "postgresql":
         return Q(conditions__contains=[{"type": "Evicted", "status": "True"}])
     table = Workload._meta.db_table
-    sql = (f'EXISTS (SELECT 1 FROM json_each("{table}"."conditions") AS c '
+    # The LIKE on the stored text is a cheap first sieve: json_each then looks only at the
+    # few rows that mention an Evicted condition at all.
+    sql = (f'"{table}"."conditions" LIKE \'%%"Evicted"%%\' '
+           f'AND EXISTS (SELECT 1 FROM json_each("{table}"."conditions") AS c '
            "WHERE json_extract(c.value, '$.type') = 'Evicted' "
            "AND json_extract(c.value, '$.status') = 'True')")
     return Q(RawSQL(sql, (), output_field=BooleanField()))

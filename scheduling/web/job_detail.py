@@ -99,8 +99,12 @@ def _region_pods(job: Job) -> dict[str, Any]:
 
 
 def _region_events(job: Job, request: HttpRequest) -> dict[str, Any]:
+    # The job's workload ids as a list rather than a join or subquery: each side of the OR
+    # then uses its own index (events of those workloads; events naming the job) instead of
+    # a scan of the whole history in date order.
+    workload_ids = list(Workload.objects.filter(job=job).values_list("id", flat=True))
     events = Event.objects.filter(
-        Q(workload__job=job)
+        Q(workload_id__in=workload_ids)
         | Q(cluster_id=job.cluster_id, object_kind="Job", object_namespace=job.namespace,
             object_name=job.name)
     ).order_by("-created_at", "-id")

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -41,9 +41,11 @@ from scheduling import snapshots, visibility
 from scheduling.choices import StopPolicy, WorkloadPhase
 from scheduling.conditions import find
 from scheduling.core import snapshot as snap
+from scheduling.core import types as core_types
 from scheduling.core.quantities import QuantityError, format_amount
 from scheduling.core.resources import FlavorResource
 from scheduling.core.snapshot import Snapshot
+from scheduling.core.workloads import WorkloadInfo
 from scheduling.history import base_units
 from scheduling.models import ClusterQueue, LocalQueue, QueueUsageSample, Workload
 
@@ -243,19 +245,25 @@ def _pending_demand(
     return counts, demand
 
 
-def _finished_counts(cluster_id: int) -> dict[str, int]:
+def _finished_counts(cluster_id: int, queue_ids: Mapping[str, int]) -> dict[str, int]:
     """Finished workloads per cluster queue: the queue that admitted them, else their local
     queue's."""
+    # Grouped on the foreign keys (an index-only scan of ``workload_domain_phase_queues``,
+    # finished workloads being most of a long-lived table), then named from the small tables.
     counts: dict[str, int] = defaultdict(int)
-    groups = (
+    groups = list(
         Workload.objects.filter(cluster_id=cluster_id, phase=WorkloadPhase.FINISHED)
-        .values("cluster_queue__name", "local_queue__cluster_queue__name")
+        .values_list("cluster_queue_id", "local_queue_id")
         .annotate(n=Count("id")).order_by()
     )
-    for group in groups:
-        owner = group["cluster_queue__name"] or group["local_queue__cluster_queue__name"]
+    queue_names = {pk: name for name, pk in queue_ids.items()}
+    local_owner = dict(LocalQueue.objects.filter(cluster_id=cluster_id)
+                       .values_list("id", "cluster_queue_id"))
+    for cq_id, lq_id, n in groups:
+        owner_id = cq_id if cq_id is not None else local_owner.get(lq_id)
+        owner = queue_names.get(owner_id) if owner_id is not None else None
         if owner:
-            counts[owner] += group["n"]
+            counts[owner] += n
     return counts
 
 
@@ -279,21 +287,71 @@ def _cohort_tree(snapshot: Snapshot, queues: Iterable[QueueSummary]) -> tuple[
     return roots, sorted(lone)
 
 
+# What ``snapshots.admitted_workload`` reads besides the grouped columns; usage does not
+# depend on these.
+_GROUP_PLACEHOLDER: dict[str, Any] = {
+    "namespace": "", "name": "", "queue_name": "", "priority": 0, "created_at": None,
+    "uid": "", "quota_reserved_at": None, "conditions": [], "active": True,
+}
+
+
+def _held_usage(cluster_id: int) -> tuple[list[core_types.Workload], dict[str, int]]:
+    """What the workloads holding quota use, per cluster queue, as one synthetic workload per
+    queue (its usage is the sum of theirs), and how many hold quota in each queue.
+
+    The rows are grouped in the database on what usage depends on (queue, admission,
+    reclaimable pods, pod sets): the workloads of one job template collapse to one group,
+    so thousands of admitted workloads cost a handful of rows. Usage per group is computed
+    exactly as the snapshot computes it (``snapshots.admitted_workload``) and multiplied by
+    the group's size.
+    """
+    groups = (
+        Workload.objects.filter(cluster_id=cluster_id, phase__in=RESERVING, active=True)
+        .values("cluster_queue__name", "admission", "reclaimable_pods", "pod_sets")
+        .annotate(n=Count("id")).order_by()
+    )
+    admitted: dict[str, int] = defaultdict(int)
+    usage: dict[str, dict[FlavorResource, int]] = defaultdict(lambda: defaultdict(int))
+    for group in groups:
+        admitted[group["cluster_queue__name"] or ""] += group["n"]
+        if not group["admission"]:
+            continue
+        wl = snapshots.admitted_workload({**_GROUP_PLACEHOLDER, **group})
+        assert wl.admission is not None
+        held = usage[wl.admission.cluster_queue]
+        for fr, value in WorkloadInfo(wl).usage.items():
+            held[fr] += value * group["n"]
+    return [_usage_workload(queue, totals) for queue, totals in sorted(usage.items())], admitted
+
+
+def _usage_workload(queue: str, totals: Mapping[FlavorResource, int]) -> core_types.Workload:
+    """One workload holding ``totals`` in ``queue``: a pod set per flavor."""
+    by_flavor: dict[str, dict[str, int]] = defaultdict(dict)
+    for fr, value in totals.items():
+        by_flavor[fr.flavor][fr.resource] = value
+    assignments = tuple(
+        core_types.PodSetAssignment(name=flavor, flavors=dict.fromkeys(amounts, flavor),
+                                    count=1, resource_usage=amounts)
+        for flavor, amounts in sorted(by_flavor.items())
+    )
+    return core_types.Workload(
+        namespace="", name=queue,
+        pod_sets=tuple(core_types.PodSet(a.name, 1, a.resource_usage) for a in assignments),
+        admission=core_types.Admission(queue, assignments),
+    )
+
+
 def domain_usage(cluster: Cluster) -> DomainUsage:
     """Quota, usage, borrowing, counts and pending demand of every cluster queue of a domain
     (seven queries)."""
     specs = snapshots.load_domain_specs(cluster.pk)
-    reserving = snapshots.reserving_rows(cluster.pk)
+    held, admitted = _held_usage(cluster.pk)
     snapshot = Snapshot.build(
         flavors=specs.flavors, cohorts=specs.cohorts, cluster_queues=specs.cluster_queues,
-        admitted=[snapshots.admitted_workload(row) for row in reserving if row["admission"]],
-        inactive=specs.inactive,
+        admitted=held, inactive=specs.inactive,
     )
-    admitted: dict[str, int] = defaultdict(int)
-    for row in reserving:
-        admitted[row["cluster_queue__name"] or ""] += 1
     pending, demand = _pending_demand(cluster.pk)
-    finished = _finished_counts(cluster.pk)
+    finished = _finished_counts(cluster.pk, specs.cluster_queue_ids)
     queues = []
     for spec in sorted(specs.cluster_queues, key=lambda s: s.name):
         node = snapshot.any_cluster_queue(spec.name)
@@ -345,9 +403,11 @@ def history_series(clusters: list[Cluster], hours: int) -> dict[str, Any]:
     names = {c.pk: c.name for c in clusters}
     totals: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: {"pending": 0, "admitted": 0})
     times: set[str] = set()
+    # Summed over the queues of each domain in the database: one row per domain and sample.
     for cluster_id, sampled_at, pending, admitted in (
         QueueUsageSample.objects.filter(cluster_id__in=names, sampled_at__gte=since)
-        .order_by().values_list("cluster_id", "sampled_at", "pending", "admitted")
+        .values_list("cluster_id", "sampled_at")
+        .annotate(Sum("pending"), Sum("admitted")).order_by()
     ):
         moment = sampled_at.isoformat()
         times.add(moment)
