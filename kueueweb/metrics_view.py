@@ -14,12 +14,13 @@ from typing import Any
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from prometheus_client import CONTENT_TYPE_LATEST
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from kueueweb.permissions import RolePermission
+from kueueweb.throttling import ThrottledTokenAuthentication
 from scheduling import metrics
 
 
@@ -43,7 +44,7 @@ class MetricsView(APIView):
     """Every metric in the Prometheus text format (content type ``CONTENT_TYPE_LATEST``)."""
 
     # Token first: its challenge is the one a 401 carries.
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    authentication_classes = [ThrottledTokenAuthentication, SessionAuthentication]
     permission_classes = [RolePermission]  # GET: the viewer role
     renderer_classes = [JSONRenderer, PlainTextErrorRenderer]
 

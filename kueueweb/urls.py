@@ -7,8 +7,11 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from kueueweb import metrics_view, views
 
+# The admin console's sign-in counts failures like /login/ (kueueweb.throttling).
+admin.site.login_form = views.RateLimitedAdminAuthenticationForm
+
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", metrics_view.MetricsView.as_view(), name="metrics"),

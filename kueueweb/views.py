@@ -1,8 +1,19 @@
-"""Site-wide views: the health check (the overview at "/" lives in scheduling.web)."""
+"""Site-wide views: the health check and sign-in (the overview at "/" lives in
+scheduling.web)."""
 
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import AuthenticationForm
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
+
+from kueueweb.throttling import LOGIN_FAILURES, login_identity, wait_message
 
 
 @require_GET
@@ -11,3 +22,71 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})
+
+
+class LoginThrottled(forms.ValidationError):
+    """Too many failed sign-ins for this username from this address."""
+
+    def __init__(self, wait: int) -> None:
+        super().__init__(
+            "Too many failed sign-ins for this username from your address; "
+            + wait_message(wait) + ".", code="throttled")
+        self.wait = wait
+
+
+class RateLimitedAuthenticationMixin:
+    """Counts failed sign-ins per username and address (``kueueweb.throttling``) and refuses
+    further attempts, without checking the password, once there were too many."""
+
+    request: HttpRequest | None
+    cleaned_data: dict[str, Any]
+
+    def clean(self) -> dict[str, Any]:
+        username = str(self.cleaned_data.get("username") or "")
+        identity = login_identity(self.request, username)
+        wait = LOGIN_FAILURES.retry_after(identity)
+        if wait:
+            raise LoginThrottled(wait)
+        try:
+            cleaned: dict[str, Any] = super().clean()  # type: ignore[misc]
+        except forms.ValidationError:
+            LOGIN_FAILURES.failed(identity)
+            raise
+        LOGIN_FAILURES.reset(identity)
+        return cleaned
+
+
+class RateLimitedAuthenticationForm(RateLimitedAuthenticationMixin, AuthenticationForm):
+    pass
+
+
+class RateLimitedAdminAuthenticationForm(RateLimitedAuthenticationMixin,
+                                         AdminAuthenticationForm):
+    pass
+
+
+def throttled_wait(form: forms.Form) -> int:
+    """Seconds to wait when the form was refused for too many failures, else 0."""
+    for error in form.non_field_errors().as_data():
+        if isinstance(error, LoginThrottled):
+            return error.wait
+    return 0
+
+
+class LoginView(auth_views.LoginView):
+    """Django's sign-in page, answering 429 with ``Retry-After`` to a throttled client."""
+
+    authentication_form = RateLimitedAuthenticationForm
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        response = super().form_invalid(form)
+        wait = throttled_wait(form)
+        if wait:
+            response.status_code = 429
+            response["Retry-After"] = str(wait)
+            # The template says why, instead of "didn't match" (rendered lazily).
+            context = getattr(response, "context_data", None)
+            if context is not None:
+                context["throttled"] = form.non_field_errors()[0]
+        return response
+

@@ -12,7 +12,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.serializers import BaseSerializer
 from rest_framework.viewsets import ModelViewSet
 
-from kueueweb.api import ConflictError
+from kueueweb.api import ConflictError, URLArgumentsMixin
 from kueueweb.roles import Role
 from multicluster.api.serializers import (
     AdmissionCheckSerializer,
@@ -102,7 +102,7 @@ _CLUSTER_WRITE = (
                           responses={204: None, 401: REFUSED, 403: REFUSED, 404: NOT_FOUND,
                                      409: OpenApiResponse(description="In use.")}),
 )
-class ClusterViewSet(ModelViewSet[Cluster]):
+class ClusterViewSet(URLArgumentsMixin, ModelViewSet[Cluster]):
     # The manager first ("manager" < "worker"), then by name.
     queryset = Cluster.objects.prefetch_related("nodes").order_by("role", "name")
     serializer_class = ClusterSerializer

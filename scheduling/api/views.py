@@ -32,7 +32,7 @@ from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 from rest_framework.viewsets import ModelViewSet
 
-from kueueweb.api import ConflictError, PayloadTooLarge
+from kueueweb.api import ConflictError, PayloadTooLarge, URLArgumentsMixin
 from kueueweb.roles import Role
 from multicluster.models import Cluster
 from scheduling import yamlio
@@ -213,7 +213,7 @@ def crud_schema(serializer: type[BaseSerializer[Any]], kind: str, plural: str,
 # --- viewsets ----------------------------------------------------------------------------------
 
 
-class DomainMixin:
+class DomainMixin(URLArgumentsMixin):
     """The scheduling domain a request addresses: ``?cluster=NAME``, else the manager."""
 
     def domain(self) -> Cluster:

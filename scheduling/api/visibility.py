@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from kueueweb.api import URLArgumentsMixin
 from multicluster.models import Cluster
 from scheduling import visibility
 from scheduling.models import ClusterQueue, LocalQueue
@@ -64,7 +65,7 @@ def _summary(items: list[dict[str, Any]]) -> Response:
     return Response({"apiVersion": API_VERSION, "kind": "PendingWorkloadsSummary", "items": items})
 
 
-class ClusterQueuePendingWorkloadsView(APIView):
+class ClusterQueuePendingWorkloadsView(URLArgumentsMixin, APIView):
     @extend_schema(parameters=PAGING, responses=PendingWorkloadsSummarySerializer,
                    summary="Pending workloads of a cluster queue, in queue order")
     def get(self, request: Request, name: str) -> Response:
@@ -75,7 +76,7 @@ class ClusterQueuePendingWorkloadsView(APIView):
         ))
 
 
-class LocalQueuePendingWorkloadsView(APIView):
+class LocalQueuePendingWorkloadsView(URLArgumentsMixin, APIView):
     @extend_schema(parameters=PAGING, responses=PendingWorkloadsSummarySerializer,
                    summary="Pending workloads of a local queue, in its cluster queue's order")
     def get(self, request: Request, namespace: str, name: str) -> Response:

@@ -1,6 +1,6 @@
 """Kueue's visibility endpoints, under /api/v1/ beside the objects they describe."""
 
-from django.urls import path, re_path
+from django.urls import re_path
 
 from scheduling.api.visibility import (
     ClusterQueuePendingWorkloadsView,
@@ -10,8 +10,8 @@ from scheduling.api.visibility import (
 urlpatterns = [
     re_path(r"^clusterqueues/(?P<name>[^/]+)/pendingworkloads/?$",
             ClusterQueuePendingWorkloadsView.as_view(), name="clusterqueue-pendingworkloads"),
-    path("namespaces/<str:namespace>/localqueues/<str:name>/pendingworkloads",
-         LocalQueuePendingWorkloadsView.as_view(), name="localqueue-pendingworkloads"),
-    path("namespaces/<str:namespace>/localqueues/<str:name>/pendingworkloads/",
-         LocalQueuePendingWorkloadsView.as_view()),
+    # One route with and without the trailing slash, as for cluster queues: two routes would
+    # give the schema two operations with one operationId.
+    re_path(r"^namespaces/(?P<namespace>[^/]+)/localqueues/(?P<name>[^/]+)/pendingworkloads/?$",
+            LocalQueuePendingWorkloadsView.as_view(), name="localqueue-pendingworkloads"),
 ]

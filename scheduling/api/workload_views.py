@@ -30,7 +30,7 @@ from rest_framework.response import Response
 from rest_framework.viewsets import GenericViewSet
 
 from kueueweb.api import ConflictError as Conflict
-from kueueweb.api import PayloadTooLarge
+from kueueweb.api import PayloadTooLarge, URLArgumentsMixin
 from kueueweb.roles import Role
 from multicluster.models import Cluster
 from scheduling import elastic, jobs, services, yamlio
@@ -60,12 +60,15 @@ class _ManifestParser(BaseParser, ABC):
         self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
     ) -> Any:
         limit = yamlio.max_manifest_bytes()
+        request = (parser_context or {}).get("request")
+        declared = request.META.get("CONTENT_LENGTH", "") if request is not None else ""
+        if str(declared).isdigit() and int(declared) > limit:
+            # Refused from the declared length, before reading the body.
+            raise PayloadTooLarge(f"manifests are {declared} bytes; at most {limit} bytes are "
+                                  "accepted (KUEUEWEB_MAX_MANIFEST_BYTES)")
         data = stream.read(limit + 1) if stream is not None else b""
-        if len(data) > limit:
-            # Only limit + 1 bytes were read: the declared length says how large it was.
-            request = (parser_context or {}).get("request")
-            declared = request.META.get("CONTENT_LENGTH", "") if request is not None else ""
-            size = f"{declared} bytes" if declared.isdigit() else f"more than {limit} bytes"
+        if len(data) > limit:  # no (or a wrong) declared length; only limit + 1 bytes read
+            size = f"more than {limit} bytes"
             raise PayloadTooLarge(f"manifests are {size}; at most {limit} bytes are accepted "
                                   "(KUEUEWEB_MAX_MANIFEST_BYTES)")
         try:
@@ -148,7 +151,7 @@ FIELD_ERRORS_SCALE = OpenApiResponse(
 )
 
 
-class _DomainViewSet(GenericViewSet[Any]):
+class _DomainViewSet(URLArgumentsMixin, GenericViewSet[Any]):
     """Objects of one scheduling domain, optionally of one namespace (from the URL)."""
 
     write_role = Role.OPERATOR

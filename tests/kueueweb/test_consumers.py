@@ -103,3 +103,106 @@ def test_the_asgi_stack_refuses_a_foreign_origin(manager: Any, viewer: Any) -> N
     # Anonymous either way, so even the allowed origin is refused by the consumer; the
     # foreign one is refused before it (no session is looked at).
     assert run(scenario(b"http://evil.example")) is False
+
+
+HOSTILE_MESSAGES = [
+    # (what is sent, the field the error names)
+    ("not json", ""),
+    ("[" * 3000 + "]" * 0, ""),  # deep nesting: a RecursionError inside json
+    ("[" * 2000 + "]" * 2000, ""),
+    ("x" * 5000, ""),
+    ("é" * 3000, ""),  # 3000 characters, 6000 bytes
+    (json.dumps([1, 2]), ""),
+    (json.dumps("subscribe"), ""),
+    (json.dumps(None), ""),
+    (json.dumps({}), "subscribe"),
+    (json.dumps({"subscribe": "all"}), "subscribe"),
+    (json.dumps({"subscribe": None}), "subscribe"),
+    (json.dumps({"subscribe": {"1": 1}}), "subscribe"),
+    (json.dumps({"subscribe": list(range(1, 100))}), "subscribe"),
+    (json.dumps({"subscribe": [True]}), "subscribe[0]"),
+    (json.dumps({"subscribe": [1, "2"]}), "subscribe[1]"),
+    (json.dumps({"subscribe": [1.5]}), "subscribe[0]"),
+    (json.dumps({"subscribe": [0]}), "subscribe[0]"),
+    (json.dumps({"subscribe": [-1]}), "subscribe[0]"),
+    (json.dumps({"subscribe": [10**30]}), "subscribe[0]"),
+    (json.dumps({"subscribe": [2**63]}), "subscribe[0]"),
+    ('{"subscribe": [NaN]}', "subscribe[0]"),
+    (json.dumps({"subscribe": [[1]]}), "subscribe[0]"),
+    (json.dumps({"subscribe": [1], "type": "admin"}), "type"),
+    (json.dumps({"unsubscribe": [1]}), "unsubscribe"),
+]
+
+
+def test_hostile_messages_get_an_error_naming_the_field_and_harm_no_one(
+        manager: Any, viewer: Any) -> None:
+    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any],
+                                  dict[str, Any]]:
+        bystander = communicator(viewer)
+        assert (await bystander.connect())[0]
+        await bystander.send_to(text_data=json.dumps({"subscribe": [manager.pk]}))
+        await bystander.receive_from()
+
+        comm = communicator(viewer)
+        assert (await comm.connect())[0]
+        replies = []
+        for text, _ in HOSTILE_MESSAGES:
+            await comm.send_to(text_data=text)
+            replies.append(json.loads(await comm.receive_from()))
+        await comm.send_to(bytes_data=b"\x00\x01binary")
+        binary = json.loads(await comm.receive_from())
+        # Still serving: a good message works after all that.
+        await comm.send_to(text_data=json.dumps({"subscribe": [manager.pk, manager.pk]}))
+        good = json.loads(await comm.receive_from())
+        # And the other socket was never disturbed.
+        await get_channel_layer().group_send(group_name(manager.pk),
+                                             {"type": "domain.changed", "cluster": manager.pk})
+        other = json.loads(await bystander.receive_from())
+        await comm.disconnect()
+        await bystander.disconnect()
+        return replies, binary, good, other
+
+    replies, binary, good, other = run(scenario())
+    for (text, field), reply in zip(HOSTILE_MESSAGES, replies, strict=True):
+        assert reply["type"] == "error", text[:40]
+        assert reply["field"] == field, text[:40]
+        assert reply["message"].startswith(f"{field}: " if field else ""), text[:40]
+    assert binary == {"type": "error", "field": "",
+                      "message": "messages must be JSON text, not binary"}
+    assert good == {"type": "subscribed", "clusters": [manager.pk]}
+    assert other == {"type": "changed", "cluster": manager.pk}
+
+
+def test_a_flood_of_messages_closes_the_socket(manager: Any, viewer: Any) -> None:
+    from kueueweb.consumers import CLOSE_TOO_MANY_MESSAGES, MAX_MESSAGES_PER_MINUTE
+
+    async def scenario() -> dict[str, Any]:
+        comm = communicator(viewer)
+        assert (await comm.connect())[0]
+        for _ in range(MAX_MESSAGES_PER_MINUTE):
+            await comm.send_to(text_data="{}")
+            await comm.receive_from()
+        await comm.send_to(text_data="{}")
+        closed = await comm.receive_output()
+        await comm.disconnect()
+        return closed
+
+    assert run(scenario()) == {"type": "websocket.close", "code": CLOSE_TOO_MANY_MESSAGES}
+
+
+def test_a_user_whose_role_was_taken_away_is_disconnected_on_subscribe(
+        manager: Any, viewer: Any) -> None:
+    from channels.db import database_sync_to_async
+
+    from kueueweb.consumers import CLOSE_ROLE_REVOKED
+
+    async def scenario() -> dict[str, Any]:
+        comm = communicator(viewer)
+        assert (await comm.connect())[0]
+        await database_sync_to_async(viewer.groups.clear)()
+        await comm.send_to(text_data=json.dumps({"subscribe": [manager.pk]}))
+        closed = await comm.receive_output()
+        await comm.disconnect()
+        return closed
+
+    assert run(scenario()) == {"type": "websocket.close", "code": CLOSE_ROLE_REVOKED}

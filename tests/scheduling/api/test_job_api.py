@@ -114,9 +114,10 @@ def test_yaml_aliases_are_refused(admin_client_api: APIClient, queues: None) -> 
     response = admin_client_api.generic("POST", jobs_url("team-a"), body,
                                         content_type="application/yaml")
 
-    assert (response.status_code, response.json()) == (400, {"detail": (
-        "YAML anchors and aliases are not accepted (line 5, column 11): write the value out "
-        "in full")})
+    message = ("YAML anchors and aliases are not accepted (line 5, column 11): write the value "
+               "out in full")
+    assert (response.status_code, response.json()) == (400, {"detail": message,
+                                                             "body": [message]})
     assert Job.objects.count() == 0
 
 
@@ -126,8 +127,9 @@ def test_one_job_per_request(admin_client_api: APIClient, queues: None) -> None:
     response = admin_client_api.generic("POST", jobs_url("team-a"), body,
                                         content_type="application/yaml")
 
-    assert (response.status_code, response.json()) == (
-        400, {"detail": "expected one object in the body, found 2 documents"})
+    message = "expected one object in the body, found 2 documents"
+    assert (response.status_code, response.json()) == (400, {"detail": message,
+                                                             "body": [message]})
     assert Job.objects.count() == 0
 
 

@@ -580,9 +580,10 @@ def test_apply_endpoint_refuses_aliases(manager: Cluster, admin_client_api: APIC
 
     response = admin_client_api.post("/api/v1/apply", body, content_type="application/yaml")
 
-    assert (response.status_code, response.json()) == (400, {"detail": (
-        "YAML anchors and aliases are not accepted (line 1, column 4): write the value out in "
-        "full")})
+    message = ("YAML anchors and aliases are not accepted (line 1, column 4): write the value "
+               "out in full")
+    assert (response.status_code, response.json()) == (400, {"detail": message,
+                                                             "body": [message]})
 
 
 @override_settings(KUEUEWEB={"MAX_MANIFEST_BYTES": 64})
@@ -667,5 +668,5 @@ def test_apply_endpoint_refuses_an_empty_body(manager: Cluster, admin_client_api
                                               body: str) -> None:
     response = admin_client_api.post("/api/v1/apply", body, content_type="application/yaml")
 
-    assert (response.status_code, response.json()) == (400, {"detail":
-                                                             "no objects passed to apply"})
+    assert (response.status_code, response.json()) == (400, {
+        "detail": "no objects passed to apply", "body": ["no objects passed to apply"]})
