@@ -1,10 +1,65 @@
 """The Celery application: configured from Django settings under the CELERY_ namespace."""
 
+import logging
 import os
+from typing import Any
 
 from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kueueweb.settings")
+
+logger = logging.getLogger(__name__)
+
+
+def _survive_redis_loss() -> None:
+    """Keep a worker alive when Redis goes away while it holds unacknowledged messages.
+
+    With ``task_acks_late`` a worker running a task holds its message unacknowledged. When
+    the broker connection is lost, kombu's Redis transport closes the channel and tries to
+    put those messages back, or to acknowledge a task that just finished, through a
+    connection it already tore down: ``_connparams`` then fails with ``AttributeError``
+    (``'NoneType' object has no attribute 'hostname'``), which is no connection error, so
+    Celery stops the worker ("Unrecoverable error") instead of reconnecting (kombu 5.7;
+    the same family as celery/kombu#582 and celery/celery#10205).
+
+    Here that case raises ``redis.ConnectionError``, which kombu and Celery handle (the
+    worker reconnects; an acknowledgement that cannot be sent is logged), and a restore
+    that cannot reach Redis leaves the messages in Redis's unacked set, from which any
+    worker restores them after the visibility timeout. Tasks are idempotent: a task run
+    twice is harmless.
+    """
+    try:
+        import redis
+        from kombu.transport import redis as kombu_redis
+    except ImportError:  # pragma: no cover - redis is a dependency
+        return
+    channel_cls: Any = kombu_redis.Channel
+    qos_cls: Any = kombu_redis.QoS
+    if getattr(channel_cls._connparams, "_kueueweb", False):
+        return
+    connparams = channel_cls._connparams
+    restore_unacked = qos_cls.restore_unacked
+
+    def guarded_connparams(self: Any, asynchronous: bool = False) -> Any:
+        if self.connection is None or self.connection.client is None:
+            raise redis.exceptions.ConnectionError("the broker connection is closed")
+        return connparams(self, asynchronous=asynchronous)
+
+    def guarded_restore_unacked(self: Any, client: Any = None) -> Any:
+        try:
+            return restore_unacked(self, client)
+        except redis.exceptions.ConnectionError as exc:
+            logger.warning("%d unacknowledged message(s) left in Redis, redelivered after the "
+                           "visibility timeout: %s", len(self._delivered), exc)
+            self._delivered.clear()
+            return None
+
+    guarded_connparams._kueueweb = True  # type: ignore[attr-defined]
+    channel_cls._connparams = guarded_connparams
+    qos_cls.restore_unacked = guarded_restore_unacked
+
+
+_survive_redis_loss()
 
 app = Celery("kueueweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -1,14 +1,31 @@
 """Asking for a reconciler to run: after the current transaction commits, by Celery in
-production or by the embedded loop in the web process."""
+production or by the embedded loop in the web process.
+
+A request is a wake-up, never the only trigger: Celery beat asks every domain on a short
+period (the safety net), so a request that cannot be sent is logged and dropped. Sending
+must never fail or stall the web request or task that asked: when the broker is down, one
+attempt with bounded timeouts fails, and the process sends nothing more for
+``BROKER_DOWN_BACKOFF_SECONDS`` rather than paying that wait again on every request.
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 
 from kueueweb import embedded
+
+logger = logging.getLogger(__name__)
+
+BROKER_DOWN_BACKOFF_SECONDS = 5.0
+
+_lock = threading.Lock()
+_broker_down_until = 0.0
 
 
 def request(task_name: str, *args: Any) -> None:
@@ -27,10 +44,44 @@ def request_later(task_name: str, delay_seconds: float, *args: Any) -> None:
 
     def send() -> None:
         if settings.RECONCILER_MODE == "celery":
-            from kueueweb.celery import app
-
-            app.send_task(task_name, args=list(args), countdown=delay or None)
+            send_to_celery(task_name, list(args), delay)
         elif embedded.is_running():
             embedded.submit(task_name, args, delay=delay)
 
     transaction.on_commit(send)
+
+
+def max_countdown() -> float:
+    """The longest countdown sent: half the broker's visibility timeout. Redis redelivers a
+    message still unacknowledged after that timeout, and a worker holds a countdown message
+    unacknowledged until it runs; waking a reconciler early is harmless (it computes its
+    next deadline again)."""
+    timeout = float(getattr(settings, "CELERY_VISIBILITY_TIMEOUT_SECONDS", 3600))
+    return max(timeout / 2, 1.0)
+
+
+def send_to_celery(task_name: str, args: list[Any], delay: float) -> bool:
+    """Send the task now; False (logged) if the broker could not take it."""
+    global _broker_down_until
+    now = time.monotonic()
+    if now < _broker_down_until:
+        return False
+    from kueueweb.celery import app
+
+    countdown = min(delay, max_countdown()) or None
+    try:
+        app.send_task(task_name, args=args, countdown=countdown)
+    except Exception as error:  # noqa: BLE001 - any broker failure: the safety net covers it
+        with _lock:
+            _broker_down_until = time.monotonic() + BROKER_DOWN_BACKOFF_SECONDS
+        logger.warning("task %s not sent (%s: %s); the periodic reconcilers will catch up",
+                       task_name, type(error).__name__, error)
+        return False
+    return True
+
+
+def reset_broker_state() -> None:
+    """Forget a broker failure (tests)."""
+    global _broker_down_until
+    with _lock:
+        _broker_down_until = 0.0

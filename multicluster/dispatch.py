@@ -195,7 +195,11 @@ def _sync_workload(wl: Workload, hub: _Hub, *, now: datetime, outcome: DispatchO
         # Evicted on the hub: stop the remote work; quota is released after.
         _delete_copies(wl, copies, now=now, outcome=outcome)
         return
-    remote = {d.worker.name: d for d in copies if d.remote_workload is not None}
+    # Only what connected workers show is seen (Kueue reads remote workloads through the
+    # clients of active clusters only): the copy on a lost worker counts as gone, so a lost
+    # winner falls to the workerLostTimeout rule of ``_lost_winner``.
+    remote = {d.worker.name: d for d in copies
+              if d.remote_workload is not None and d.worker.name in hub.connected}
     views = [_view(d) for d in remote.values()]
 
     done = core.first_finished(views)

@@ -320,7 +320,9 @@ class _Pass:
 
     def run(self) -> None:
         self.observe()
-        for job in self._candidates():
+        candidates = self._candidates()
+        self._delete_orphans(candidates)
+        for job in candidates:
             try:
                 self._reconcile(job)
             except KubeApiError as exc:
@@ -522,14 +524,33 @@ class _Pass:
     # --- stop and clean up --------------------------------------------------------------
 
     def _delete_remote(self, job: Job, *, reason: str) -> None:
-        deleted = self.backend.delete_job(job.namespace, job.name)
+        self._delete_remote_named(job.namespace, job.name, reason=reason)
+
+    def _delete_remote_named(self, namespace: str, name: str, *, reason: str) -> None:
+        deleted = self.backend.delete_job(namespace, name)
         if self._gang_supported():
-            self.backend.delete_gang_workload(job.namespace, job.name)
+            self.backend.delete_gang_workload(namespace, name)
         if deleted:
-            logger.info("cluster %s: deleted job %s/%s (%s)", self.cluster.name, job.namespace,
-                        job.name, reason)
-            self.outcome.deleted.append(f"{job.namespace}/{job.name}")
-        self.remote.pop(f"{job.namespace}/{job.name}", None)
+            logger.info("cluster %s: deleted job %s/%s (%s)", self.cluster.name, namespace,
+                        name, reason)
+            self.outcome.deleted.append(f"{namespace}/{name}")
+        self.remote.pop(f"{namespace}/{name}", None)
+
+    def _delete_orphans(self, local: Sequence[Job]) -> None:
+        """Delete the cluster's Jobs of ours whose local job is gone: a MultiKueue copy
+        removed while this worker was unreachable (its workload was dispatched again
+        elsewhere), or a job deleted meanwhile. Kueue removes such remote objects once the
+        worker is back; left running, the job would run twice."""
+        known = {f"{job.namespace}/{job.name}" for job in local}
+        for key, remote in list(self.remote.items()):
+            if key in known or remote.get(TOMBSTONE):
+                continue
+            try:
+                self._delete_remote_named(str(remote.get("namespace")),
+                                          str(remote.get("name")), reason="its job is gone")
+            except KubeApiError as exc:
+                logger.warning("cluster %s: leftover job %s not deleted: %s",
+                               self.cluster.name, key, exc)
 
     def _stop(self, job: Job, wl: Workload, workloads: Sequence[Workload],
               remote: dict[str, Any] | None) -> None:

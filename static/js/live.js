@@ -3,8 +3,9 @@
 // The page names the scheduling domains it shows in <body data-live-clusters="1 2">. When
 // the server says one of them changed, every element marked data-live-refresh is fetched
 // again (htmx: hx-get with hx-trigger="live-refresh") - at most once per second, however
-// many changes arrive. The socket reconnects with back-off (1 s doubling to 30 s) and the
-// page shows a "reconnecting" banner meanwhile.
+// many changes arrive. The socket reconnects with back-off (1 s doubling to 30 s, with
+// jitter; at once when the browser comes back online) and the page shows a "reconnecting"
+// banner meanwhile; once subscribed again it refreshes, to catch up on what it missed.
 (function () {
   "use strict";
   const body = document.body;
@@ -14,7 +15,9 @@
 
   const banner = document.getElementById("live-status");
   const REFRESH_INTERVAL_MS = 1000;
+  const MAX_DELAY_MS = 30000;
   let attempt = 0;
+  let reconnectTimer = null;
   let lastRefresh = 0;
   let refreshTimer = null;
 
@@ -41,6 +44,7 @@
   }
 
   function connect() {
+    reconnectTimer = null;
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     const socket = new WebSocket(scheme + location.host + "/ws/live/");
     socket.addEventListener("open", function () {
@@ -60,11 +64,22 @@
     socket.addEventListener("close", function (event) {
       if (event.code === 4401) { setState("refused"); return; } // signed out: no retry
       setState("reconnecting");
-      const delay = Math.min(30000, 1000 * Math.pow(2, attempt));
+      // Jitter (50-100 % of the step) spreads the reconnections of many pages after a
+      // server or Redis restart.
+      const step = Math.min(MAX_DELAY_MS, 1000 * Math.pow(2, attempt));
       attempt += 1;
-      window.setTimeout(connect, delay);
+      reconnectTimer = window.setTimeout(connect, step * (0.5 + Math.random() / 2));
     });
   }
+
+  // Back online (laptop woke up, network returned): try at once instead of waiting out
+  // the back-off.
+  window.addEventListener("online", function () {
+    if (reconnectTimer === null || body.dataset.liveState !== "reconnecting") return;
+    window.clearTimeout(reconnectTimer);
+    reconnectTimer = null;
+    connect();
+  });
 
   setState("connecting");
   connect();
