@@ -68,6 +68,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it sees the database errors of the views: 503 instead of a 500 page.
+    "kueueweb.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "kueueweb.urls"
@@ -97,12 +99,22 @@ DATABASE_URL = env_str("DATABASE_URL", "")
 if not DATABASE_URL:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASE_URL = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))}
+# CONN_HEALTH_CHECKS: a persistent connection that died (database restarted, backend
+# terminated) is noticed and replaced at the start of the next request instead of failing it.
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
+                                              conn_health_checks=True)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Fail fast when the database cannot be reached, rather than at the OS's TCP timeout.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env_int("DB_CONNECT_TIMEOUT_SECONDS", 5))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the reconciler loop writes; the timeout makes a
-    # writer wait for the lock instead of failing at once.
+    # writer wait for the lock instead of failing at once. Transactions take the write lock
+    # when they begin (IMMEDIATE): a deferred one that read first cannot wait for it later,
+    # SQLite fails it at once with "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        {"timeout": 20, "transaction_mode": "IMMEDIATE",
+         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -117,12 +129,41 @@ CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TIMEZONE = "UTC"
+# Every task is idempotent (ids in; it reads the database and converges), so running one
+# twice is harmless and losing one is not. A message is acknowledged only once its task
+# finished (acks late); a task whose worker process died is put back (reject on worker
+# lost); a worker reserves one message at a time, so a crash strands at most one per
+# process. A whole worker host that dies leaves its message unacknowledged in Redis, which
+# redelivers it after the visibility timeout; Celery beat asks every domain for a cycle
+# every few seconds anyway (the safety net), so nothing waits that long.
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_IGNORE_RESULT = True
+# Longer than any task runs and than any countdown (``kueueweb.reconcile`` caps countdowns
+# below it), else a waiting message would be delivered a second time.
+CELERY_VISIBILITY_TIMEOUT_SECONDS = env_int("KUEUEWEB_CELERY_VISIBILITY_TIMEOUT_SECONDS", 600)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS,
+    # Bounded waits on a broker that is down or unreachable: a web request that asks for a
+    # task must not hang on it (``kueueweb.reconcile`` logs and moves on).
+    "socket_connect_timeout": 3.0,
+    "socket_timeout": 10.0,
+}
+CELERY_BROKER_CONNECTION_TIMEOUT = 3.0
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_TIMEZONE = "UTC"
+# A worker whose broker went away reconnects for as long as it takes (Celery's default gives
+# up after 100 attempts and the worker exits).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# Sending a task retries once or twice, briefly (a pooled connection that died with a Redis
+# restart is replaced), then fails fast.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5,
+}
+# Tasks running when the broker connection is lost finish their database work; their
+# acknowledgement is lost with the connection, so Redis redelivers them (idempotent).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 
 RECONCILE_INTERVAL_SECONDS = env_float("KUEUEWEB_RECONCILE_INTERVAL_SECONDS", 5.0)
 # Periodic reconcilers. Celery beat sends these in production; the embedded loop calls the
@@ -157,7 +198,10 @@ if REDIS_URL:
             "CONFIG": {"hosts": [REDIS_URL], "capacity": 5000, "expiry": 30},
         }
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # Bounded waits: rate limits and the kube backend's watch state live in this cache, so a
+    # Redis that hangs must not hang every request with it.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "OPTIONS": {"socket_connect_timeout": 3, "socket_timeout": 5}}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
@@ -193,11 +237,24 @@ KUEUEWEB_ENCRYPTION_KEY = _fernet_key
 
 # --- REST framework ----------------------------------------------------------------------
 
+# Rate limits (kueueweb.throttling): API requests per user and per anonymous address, and
+# failed sign-ins and API tokens per client, counted in this cache (Redis in production, so
+# every web process sees the same counts).
+KUEUEWEB_RATE_LIMIT_CACHE = "default"
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "kueueweb.throttling.ThrottledTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
+    "DEFAULT_THROTTLE_CLASSES": ["kueueweb.throttling.UserRate", "kueueweb.throttling.AnonRate"],
+    # "N/second|minute|hour|day"; "off" for no limit.
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env_str("KUEUEWEB_API_RATE_USER", "6000/minute"),
+        "anon": env_str("KUEUEWEB_API_RATE_ANON", "120/minute"),
+    },
+    # Behind N reverse proxies the client's address is taken from X-Forwarded-For.
+    "NUM_PROXIES": env_int("KUEUEWEB_NUM_PROXIES", 0) or None,
     "DEFAULT_PERMISSION_CLASSES": ["kueueweb.permissions.RolePermission"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "kueueweb.pagination.ListPagination",
@@ -285,8 +342,17 @@ KUEUEWEB: dict[str, Any] = {
     "DEFAULT_NODE_MEMORY": env_str("KUEUEWEB_DEFAULT_NODE_MEMORY", "64Gi"),
     # Admission lease: how long a cycle may hold a domain before another worker takes over.
     "ADMISSION_LEASE_SECONDS": env_int("KUEUEWEB_ADMISSION_LEASE_SECONDS", 30),
+    # Kueue's requeueBatchPeriod: parked workloads of a queue whose cohort tree got quota
+    # back are requeued together this long after the first release (0: at once).
+    "REQUEUE_BATCH_PERIOD_SECONDS": env_float("KUEUEWEB_REQUEUE_BATCH_PERIOD_SECONDS", 1.0),
     # Largest YAML/JSON body accepted by apply and job submission.
     "MAX_MANIFEST_BYTES": env_int("KUEUEWEB_MAX_MANIFEST_BYTES", 1024 * 1024),
+    # Failed sign-ins per username and address, and unknown API tokens per address, allowed
+    # in a window before that client is refused until the window ends (kueueweb.throttling).
+    "LOGIN_FAILURE_LIMIT": env_int("KUEUEWEB_LOGIN_FAILURE_LIMIT", 5),
+    "LOGIN_FAILURE_WINDOW_SECONDS": env_int("KUEUEWEB_LOGIN_FAILURE_WINDOW_SECONDS", 900),
+    "TOKEN_FAILURE_LIMIT": env_int("KUEUEWEB_TOKEN_FAILURE_LIMIT", 20),
+    "TOKEN_FAILURE_WINDOW_SECONDS": env_int("KUEUEWEB_TOKEN_FAILURE_WINDOW_SECONDS", 900),
     # Demo traffic (scheduling/demo/traffic.py): jobs into the demo's queues every N seconds
     # (0: off; `make run` sets 15) while fewer than MAX_PENDING workloads wait; its finished
     # jobs are deleted after KEEP_FINISHED_MINUTES.
