@@ -105,7 +105,8 @@ def test_worker_killed_during_an_admission_cycle(
     # Nothing partially applied: every queue admitted the same number of workloads.
     per_queue = reserved_per_queue(manager.pk)
     counts = {per_queue.get(f"cq-{i:03d}", 0) for i in range(QUEUES)}
-    assert len(counts) == 1, f"a cycle was applied in part: {sorted(Counter(per_queue.values()).items())}"
+    assert len(counts) == 1, (
+        f"a run was applied in part: {sorted(Counter(per_queue.values()).items())}")
     (admitted_before,) = counts
     assert admitted_before < FITTING, "the kill came too late to test anything"
     check_invariants(manager.pk, workloads=total)
@@ -125,12 +126,12 @@ def test_worker_killed_during_an_admission_cycle(
     assert Workload.objects.filter(cluster_id=manager.pk, phase=WorkloadPhase.PENDING).count() \
         == QUEUES
     if dead_lease is not None:
-        holder, expires_at = dead_lease
+        dead_holder, expires_at = dead_lease
         after_kill = Workload.objects.filter(cluster_id=manager.pk, quota_reserved_at__gt=killed_at)
         first = min(after_kill.values_list("quota_reserved_at", flat=True))
         # The dead holder's lease was respected until it expired.
         assert expires_at is not None
-        assert first >= expires_at, (holder, expires_at, first)
+        assert first >= expires_at, (dead_holder, expires_at, first)
     print(f"killed with {admitted_before} admitted per queue; lease then {dead_lease}")
 
 
