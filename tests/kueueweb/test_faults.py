@@ -548,8 +548,10 @@ def test_database_connection_drops_during_a_request(
 ) -> None:
     """The server's database backend is terminated in the middle of a multi-object apply:
     the client gets a 503 saying the database is unavailable, nothing of the apply is
-    written, and the next request succeeds, also when the persistent connection died
-    between requests (CONN_HEALTH_CHECKS)."""
+    written, and the next request succeeds, also after every connection of the server was
+    terminated between requests. (Under ASGI each request's thread opens its own
+    connection; CONN_HEALTH_CHECKS is what saves long-lived threads with DB_CONN_MAX_AGE > 0,
+    such as Celery workers, whose Django fixup checks connections before every task.)"""
     import requests
     from django.db import connection
     from rest_framework.authtoken.models import Token
@@ -560,7 +562,7 @@ def test_database_connection_drops_during_a_request(
         pytest.skip("needs PostgreSQL")
     token = Token.objects.create(user=admin_user)
     arm = tmp_path / "drop-armed"
-    # Persistent connections, as in production behind a pool-less deployment.
+    # Persistent connections (DB_CONN_MAX_AGE), as a deployment without a pooler may use.
     web = start_daphne_with_dropper(
         web_env(settings.REDIS_URL, KUEUEWEB_TEST_RECONCILER_MODE="embedded",
                 DB_CONN_MAX_AGE="300", KUEUEWEB_TEST_DROP_ON="INSERT",
@@ -593,7 +595,7 @@ def test_database_connection_drops_during_a_request(
         assert again.status_code == 200, again.text[:2000]
         assert _objects_named("dropped") == 11
 
-        # 2. The server's idle persistent connection dies between requests.
+        # 2. Every connection of the server dies between requests.
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
