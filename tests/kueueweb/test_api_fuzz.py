@@ -123,8 +123,10 @@ def _names_a_field(body: Any) -> bool:
     or apply's per-document errors, or ``detail`` plus ``body`` for an unreadable body."""
     if not isinstance(body, dict) or not body:
         return False
-    if "documents" in body:  # apply: {"detail": ..., "documents": [{"errors": {...}}]}
-        documents = body["documents"]
+    documents = body.get("documents")
+    # apply: {"detail": ..., "documents": [{"errors": {...}}]}; a "documents" key holding
+    # messages is a field of that name (an unknown field sent in the body).
+    if isinstance(documents, list) and not all(isinstance(d, str) for d in documents):
         return bool(documents) and all(
             isinstance(d, dict) and d.get("errors") and all(
                 isinstance(k, str) and k and v for k, v in d["errors"].items())
