@@ -18,6 +18,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from kueueweb.cooldown import Cooldown
+
 logger = logging.getLogger(__name__)
 
 # A notification is worth little: it is not worth stalling the request that committed.
@@ -25,7 +27,7 @@ SEND_TIMEOUT_SECONDS = 2.0
 # After a failure (Redis down), this process sends none for a while rather than paying the
 # timeout again on every write; browsers catch up when their socket reconnects.
 LAYER_DOWN_BACKOFF_SECONDS = 5.0
-_layer_down_until = 0.0
+_layer_down = Cooldown(LAYER_DOWN_BACKOFF_SECONDS)
 
 
 def group_name(cluster_id: int) -> str:
@@ -42,14 +44,13 @@ async def _group_send(layer: Any, cluster_ids: list[int]) -> None:
 
 
 def _send(cluster_ids: set[int]) -> None:
-    global _layer_down_until
     layer = get_channel_layer()
-    if layer is None or time.monotonic() < _layer_down_until:
+    if layer is None or _layer_down.active:
         return
     try:
         async_to_sync(_group_send)(layer, sorted(cluster_ids))
     except Exception as error:  # a broken channel layer must not break the committed write
-        _layer_down_until = time.monotonic() + LAYER_DOWN_BACKOFF_SECONDS
+        _layer_down.trip()
         logger.warning("live update for domains %s not sent (%s: %s)", sorted(cluster_ids),
                        type(error).__name__, error)
 

@@ -22,7 +22,6 @@ delay, and that this delay does not grow while the burst lasts (no backlog).
 from __future__ import annotations
 
 import asyncio
-import base64
 import bisect
 import contextlib
 import json
@@ -49,9 +48,13 @@ from django.db.models import F
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+from websockets.typing import Origin
 
 from multicluster.models import Cluster, Pod, PodGroup
 from scheduling.apply import apply_manifests
+from scheduling.bench.report import percentile
 from scheduling.choices import EventType, QueueState, WorkloadPhase
 from scheduling.conditions import timestamp
 from scheduling.models import (
@@ -642,15 +645,6 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
 # =========================================================================================
 
 
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile (p99 of 200 samples is the second largest)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * pct // 100))
-    return ordered[int(rank) - 1]
-
-
 @dataclass
 class EndpointResult:
     name: str
@@ -913,86 +907,29 @@ async def _asgi_clients(count: int, cookie: str, cluster_id: int, stop: asyncio.
         await comm.disconnect()
 
 
-class _RawWebSocket:
-    """A minimal RFC 6455 client over asyncio streams (text frames, no extensions): enough
-    to follow ``/ws/live/`` the way a browser does, without extra dependencies."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-
-    @classmethod
-    async def connect(cls, port: int, path: str, headers: dict[str, str]) -> _RawWebSocket:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        key = base64.b64encode(os.urandom(16)).decode()
-        lines = [f"GET {path} HTTP/1.1", "Upgrade: websocket", "Connection: Upgrade",
-                 f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13",
-                 *(f"{k}: {v}" for k, v in headers.items())]
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
-        await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
-        if b" 101 " not in head.split(b"\r\n", 1)[0]:
-            raise RuntimeError(f"WebSocket upgrade refused: {head[:200]!r}")
-        return cls(reader, writer)
-
-    async def send_text(self, text: str) -> None:
-        payload = text.encode()
-        mask = os.urandom(4)
-        header = bytearray([0x81])
-        if len(payload) < 126:
-            header.append(0x80 | len(payload))
-        else:
-            header.append(0x80 | 126)
-            header += len(payload).to_bytes(2, "big")
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        self.writer.write(bytes(header) + mask + masked)
-        await self.writer.drain()
-
-    async def receive_text(self) -> str | None:
-        """The next text message; None when the server closed the socket."""
-        while True:
-            first, second = await self.reader.readexactly(2)
-            opcode = first & 0x0F
-            length = second & 0x7F
-            if length == 126:
-                length = int.from_bytes(await self.reader.readexactly(2), "big")
-            elif length == 127:
-                length = int.from_bytes(await self.reader.readexactly(8), "big")
-            payload = await self.reader.readexactly(length)
-            if opcode == 0x8:
-                return None
-            if opcode == 0x1:
-                return payload.decode()
-            # pings, pongs and continuations are not used by the server
-
-    async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.writer.write(bytes([0x88, 0x80]) + os.urandom(4))
-            await self.writer.drain()
-        self.writer.close()
-
-
 async def _socket_clients(count: int, port: int, cookie: str, cluster_id: int,
                           stop: asyncio.Event, received: list[list[float]]) -> None:
-    host = f"127.0.0.1:{port}"
-    headers = {"Host": host, "Origin": f"http://127.0.0.1:{port}", "Cookie": cookie}
+    """``count`` browsers' live sockets to the server on ``port``, each subscribed to the
+    domain, recording when each ``changed`` message arrives."""
     sockets = []
     for _ in range(count):
-        ws = await _RawWebSocket.connect(port, "/ws/live/", headers)
-        await ws.send_text(json.dumps({"subscribe": [cluster_id]}))
-        reply = await asyncio.wait_for(ws.receive_text(), 10)
-        if reply is None or json.loads(reply).get("type") != "subscribed":
-            raise RuntimeError(f"unexpected reply to subscribe: {reply}")
+        ws = await connect(f"ws://127.0.0.1:{port}/ws/live/",
+                           origin=Origin(f"http://127.0.0.1:{port}"),
+                           additional_headers={"Cookie": cookie})
+        await ws.send(json.dumps({"subscribe": [cluster_id]}))
+        reply = await asyncio.wait_for(ws.recv(), 10)
+        if json.loads(reply).get("type") != "subscribed":
+            raise RuntimeError(f"unexpected reply to subscribe: {reply!r}")
         sockets.append(ws)
 
-    async def listen(index: int, ws: _RawWebSocket) -> None:
+    async def listen(index: int, ws: ClientConnection) -> None:
         while not stop.is_set():
             try:
-                message = await asyncio.wait_for(ws.receive_text(), 0.2)
+                message = await asyncio.wait_for(ws.recv(), 0.2)
             except TimeoutError:
                 continue
-            if message is None:
-                raise RuntimeError("the server closed a live socket")
+            except ConnectionClosed as closed:
+                raise RuntimeError("the server closed a live socket") from closed
             if json.loads(message).get("type") == "changed":
                 received[index].append(time.monotonic())
 

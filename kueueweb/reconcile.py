@@ -11,21 +11,18 @@ attempt with bounded timeouts fails, and the process sends nothing more for
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 
 from kueueweb import embedded
+from kueueweb.cooldown import Cooldown
 
 logger = logging.getLogger(__name__)
 
 BROKER_DOWN_BACKOFF_SECONDS = 5.0
-
-_lock = threading.Lock()
-_broker_down_until = 0.0
+_broker_down = Cooldown(BROKER_DOWN_BACKOFF_SECONDS)
 
 
 def request(task_name: str, *args: Any) -> None:
@@ -56,15 +53,13 @@ def max_countdown() -> float:
     message still unacknowledged after that timeout, and a worker holds a countdown message
     unacknowledged until it runs; waking a reconciler early is harmless (it computes its
     next deadline again)."""
-    timeout = float(getattr(settings, "CELERY_VISIBILITY_TIMEOUT_SECONDS", 3600))
+    timeout = float(settings.CELERY_VISIBILITY_TIMEOUT_SECONDS)
     return max(timeout / 2, 1.0)
 
 
 def send_to_celery(task_name: str, args: list[Any], delay: float) -> bool:
     """Send the task now; False (logged) if the broker could not take it."""
-    global _broker_down_until
-    now = time.monotonic()
-    if now < _broker_down_until:
+    if _broker_down.active:
         return False
     from kueueweb.celery import app
 
@@ -72,16 +67,9 @@ def send_to_celery(task_name: str, args: list[Any], delay: float) -> bool:
     try:
         app.send_task(task_name, args=args, countdown=countdown)
     except Exception as error:  # noqa: BLE001 - any broker failure: the safety net covers it
-        with _lock:
-            _broker_down_until = time.monotonic() + BROKER_DOWN_BACKOFF_SECONDS
+        _broker_down.trip()
         logger.warning("task %s not sent (%s: %s); the periodic reconcilers will catch up",
                        task_name, type(error).__name__, error)
         return False
     return True
 
-
-def reset_broker_state() -> None:
-    """Forget a broker failure (tests)."""
-    global _broker_down_until
-    with _lock:
-        _broker_down_until = 0.0

@@ -129,8 +129,7 @@ def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
     finally:
         if release(cluster_id, holder):
             # Asked for while we ran: the change may have come after our snapshot.
-            with transaction.atomic():
-                reconcile.request(ADMISSION_TASK, cluster_id)
+            reconcile.request(ADMISSION_TASK, cluster_id)
 
 
 def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleOutcome:
@@ -274,14 +273,13 @@ def run_cycles(
                 position[name] >= len(queues[name]) for name in truncated)):
             break
         heads = []
-        for items in queues.values():
-            index = position[items[0]["local_queue__cluster_queue__name"]]
-            if index < len(items):
-                row = items[index]
+        for name, items in queues.items():
+            if position[name] < len(items):
+                row = items[position[name]]
                 key = f"{row['namespace']}/{row['name']}"
                 heads.append(Head(
                     workload=snapshots.pending_workload(row),
-                    cluster_queue=row["local_queue__cluster_queue__name"],
+                    cluster_queue=name,
                     last_assignment=assignment[key],
                     is_preemptor=row["preempting"],
                     replaces=(row["annotations"] or {}).get(
@@ -783,11 +781,13 @@ def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now:
     # Kueue's requeuer: one requeue of the tree a batch period after the first release,
     # however many releases come meanwhile; the next cycle still runs at once (the active
     # heads may fit now).
-    ClusterQueue.objects.filter(
+    scheduled = ClusterQueue.objects.filter(
         pk__in=cohort_tree_queue_ids(cluster_id, ids), requeue_due_at__isnull=True,
     ).update(requeue_due_at=now + timedelta(seconds=period))
     request_admission(cluster_id)
-    reconcile.request_later(ADMISSION_TASK, period, cluster_id)
+    if scheduled:
+        # One wake-up per batch: the releases that joined it find their queues already due.
+        reconcile.request_later(ADMISSION_TASK, period, cluster_id)
 
 
 def requeue_due_queues(cluster_id: int, *, now: datetime) -> int:

@@ -315,16 +315,19 @@ def create_workloads(
         raise invalid(errors)
     try:
         with transaction.atomic():
-            priorities: dict[tuple[str, str, int | None], tuple[str, str, int]] = {}
+            # (class name, class source, value) per draft; a class is looked up once.
+            resolved: dict[tuple[str, str, int | None], tuple[str, str, int]] = {}
+            priorities: list[tuple[str, str, int]] = []
             for index, (request, values) in enumerate(drafts):
                 wanted = values.priority
                 cache_key = (wanted.source, wanted.class_name, wanted.priority)
-                if cache_key not in priorities:
+                if cache_key not in resolved:
                     prefix = f"items[{index}]." if prefix_paths else ""
-                    priorities[cache_key] = _resolve_priority(
+                    resolved[cache_key] = _resolve_priority(
                         wanted, cluster=domain, path=prefix + jobs.priority_class_path(request.spec),
                         explicit_path=prefix + "spec.priority",
                     )
+                priorities.append(resolved[cache_key])
             existing = _existing_names(domain, keys)
             if existing:
                 raise ConflictError(f'workloads.kueue.x-k8s.io "{existing[0]}" already exists')
@@ -335,18 +338,17 @@ def create_workloads(
                     cluster=domain, namespace=request.namespace, name=request.name,
                     queue_name=values.queue_name,
                     local_queue=local_queues.get((request.namespace, values.queue_name)),
-                    priority_class_name=priorities[key][0],
-                    priority_class_source=priorities[key][1],
-                    priority=priorities[key][2],
+                    priority_class_name=class_name,
+                    priority_class_source=class_source,
+                    priority=priority,
                     active=values.active,
                     maximum_execution_time_seconds=values.maximum_execution_time_seconds,
                     pod_sets=values.pod_sets,
                     labels=dict(request.labels),
                     annotations=dict(request.annotations),
                 )
-                for request, values in drafts
-                for key in [(values.priority.source, values.priority.class_name,
-                             values.priority.priority)]
+                for (request, values), (class_name, class_source, priority)
+                in zip(drafts, priorities, strict=True)
             ]
             if len(workloads) == 1:
                 return [save_new_workload(workloads[0])]

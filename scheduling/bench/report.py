@@ -11,7 +11,7 @@ quota twice at once.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -121,6 +121,7 @@ def summarize(
         "id", "namespace", "labels", "pod_sets", "phase", "created_at", "quota_reserved_at",
         "conditions"))
     usage: dict[int, tuple[str, int]] = {}
+    class_of: dict[int, str] = {}
     per_class: dict[str, dict[str, list[float]]] = defaultdict(
         lambda: {"admission": [], "finish": []})
     first_created: datetime | None = None
@@ -128,7 +129,7 @@ def summarize(
     finished = 0
     for workload_id, namespace, labels, pod_sets, phase, created, reserved, conditions in rows:
         usage[workload_id] = (namespace, _cpu_milli(pod_sets))
-        klass = (labels or {}).get(CLASS_LABEL, "")
+        klass = class_of[workload_id] = (labels or {}).get(CLASS_LABEL, "")
         first_created = created if first_created is None else min(first_created, created)
         if reserved is not None:
             per_class[klass]["admission"].append(
@@ -143,7 +144,6 @@ def summarize(
         reason__in=(_RESERVE, *_RELEASES, "Preempted"),
     ).order_by("id").values_list("workload_id", "reason", "created_at"))
     evictions: dict[str, int] = defaultdict(int)
-    class_of = {w: (labels or {}).get(CLASS_LABEL, "") for w, _, labels, *_ in rows}
     for workload_id, reason, _ in events:
         if reason == "Preempted":
             evictions[class_of.get(workload_id, "")] += 1
@@ -151,12 +151,12 @@ def summarize(
     wall_ms = ((last_finished - first_created).total_seconds() * 1000
                if first_created and last_finished else 0.0)
 
+    counts = Counter(class_of.values())
     classes = {}
     for klass, times in sorted(per_class.items()):
         admission = times["admission"]
         classes[klass] = {
-            "count": sum(1 for _, _, labels, *_ in rows
-                         if (labels or {}).get(CLASS_LABEL, "") == klass),
+            "count": counts[klass],
             "averageTimeToAdmissionMs": round(sum(admission) / max(len(admission), 1)),
             "p50TimeToAdmissionMs": round(percentile(admission, 50)),
             "p90TimeToAdmissionMs": round(percentile(admission, 90)),

@@ -19,7 +19,6 @@ and bodies that could not be read refused without naming a field.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,8 +26,6 @@ import schemathesis
 import yaml
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.management import call_command
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
@@ -80,17 +77,10 @@ JOB = {
 
 
 @pytest.fixture
-def wsgi_app(api_schema: Any) -> Iterator[WSGIHandler]:
-    """Django's WSGI application, without closing the database connection around each
-    request: the test runs inside one transaction, as Django's test client does (which
-    reconnects these signals: hence after the schema was read)."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    try:
-        yield WSGIHandler()
-    finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
+def wsgi_app(api_schema: Any, wsgi_app: WSGIHandler) -> WSGIHandler:
+    """The shared WSGI application, taken after the schema was read: the test client that
+    reads it reconnects the connection-closing signals the application turns off."""
+    return wsgi_app
 
 
 @pytest.fixture

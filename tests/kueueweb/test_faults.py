@@ -311,36 +311,6 @@ def test_a_worker_survives_losing_redis_with_unacknowledged_messages(
 WORKER_LOST_TIMEOUT = 12
 
 
-def _multikueue_setup(workers: list[str]) -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = [
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-         "metadata": {"name": "default-flavor"}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-         "metadata": {"name": "cluster-queue"},
-         "spec": {"namespaceSelector": {}, "resourceGroups": [{
-             "coveredResources": ["cpu"],
-             "flavors": [{"name": "default-flavor",
-                          "resources": [{"name": "cpu", "nominalQuota": 9}]}]}],
-             "admissionChecksStrategy": {"admissionChecks": [{"name": "mk"}]}}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-         "metadata": {"namespace": "default", "name": "user-queue"},
-         "spec": {"clusterQueue": "cluster-queue"}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
-         "metadata": {"name": "mk"},
-         "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
-                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig",
-                                 "name": "mk-config"}}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig",
-         "metadata": {"name": "mk-config"}, "spec": {"clusters": workers}},
-    ]
-    for name in workers:
-        docs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster",
-                     "metadata": {"name": name},
-                     "spec": {"clusterSource": {"kubeConfig": {
-                         "locationType": "Secret", "location": f"{name}-secret"}}}})
-    return docs
-
-
 def _worker_setup() -> list[dict[str, Any]]:
     return [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
@@ -355,6 +325,27 @@ def _worker_setup() -> list[dict[str, Any]]:
          "metadata": {"namespace": "default", "name": "user-queue"},
          "spec": {"clusterQueue": "cluster-queue"}},
     ]
+
+
+def _multikueue_setup(workers: list[str]) -> list[dict[str, Any]]:
+    """The workers' queues on the hub, behind a MultiKueue admission check to ``workers``."""
+    docs = _worker_setup()
+    docs[1]["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "mk"}]}
+    docs += [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+         "metadata": {"name": "mk"},
+         "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig",
+                                 "name": "mk-config"}}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig",
+         "metadata": {"name": "mk-config"}, "spec": {"clusters": workers}},
+    ]
+    for name in workers:
+        docs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster",
+                     "metadata": {"name": name},
+                     "spec": {"clusterSource": {"kubeConfig": {
+                         "locationType": "Secret", "location": f"{name}-secret"}}}})
+    return docs
 
 
 def _active(cluster_name: str) -> bool | None:

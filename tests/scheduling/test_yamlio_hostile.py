@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
@@ -22,8 +22,6 @@ from typing import Any
 import pytest
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.management import CommandError, call_command
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -296,18 +294,6 @@ class EndlessBody:
 
     def readline(self, n: int = -1) -> bytes:
         return self.read(n)
-
-
-@pytest.fixture
-def wsgi_app() -> Iterator[WSGIHandler]:
-    """Django's WSGI application inside the test's transaction (as the test client runs)."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    try:
-        yield WSGIHandler()
-    finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
 
 
 def wsgi_post(app: WSGIHandler, path: str, body: EndlessBody, token: str,
