@@ -32,7 +32,7 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from kueueweb import live, reconcile
-from scheduling import admission, metrics
+from scheduling import admission, bulk, metrics
 from scheduling import conditions as cond
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core import lifecycle as core
@@ -483,48 +483,85 @@ def finish(wl: Workload, reason: str, message: str, *, now: datetime,
     With ``freed``, the caller releases the quota of the queues added to it, once for many
     workloads (``finish_workloads``).
     """
-    conditions = cond.set_condition(wl.conditions, "Finished", True, reason, message, now=now)
-    queue_id = wl.cluster_queue_id if wl.phase in _RESERVED else None
-    since = _admitted_since(wl)
-    if not _save(wl, phase=WorkloadPhase.FINISHED, conditions=conditions,
-                 queue_state=QueueState.ACTIVE, preempting=False):
+    was = _Finishing.of(wl)
+    if not _save(wl, **_finished_values(wl, reason, message, now=now)):
         return False
+    _after_finish(wl, was, reason, message, now=now, events=events, siblings=siblings,
+                  freed=freed)
+    return True
+
+
+@dataclass(frozen=True)
+class _Finishing:
+    """What ``finish`` needs to know of a workload as it was before it finished."""
+
+    queue_id: int | None  # the cluster queue whose quota it held
+    since: datetime | None  # admitted since
+
+    @classmethod
+    def of(cls, wl: Workload) -> _Finishing:
+        return cls(wl.cluster_queue_id if wl.phase in _RESERVED else None, _admitted_since(wl))
+
+
+def _finished_values(wl: Workload, reason: str, message: str, *, now: datetime) -> dict[str, Any]:
+    return {"phase": WorkloadPhase.FINISHED, "queue_state": QueueState.ACTIVE,
+            "preempting": False,
+            "conditions": cond.set_condition(wl.conditions, "Finished", True, reason, message,
+                                             now=now)}
+
+
+def _after_finish(wl: Workload, was: _Finishing, reason: str, message: str, *, now: datetime,
+                  events: list[Event], siblings: bool, freed: set[int] | None) -> None:
+    """The event, the metrics, the quota release and the job's other workloads, once the
+    workload is written finished."""
     events.append(workload_event(wl, "Finished", message or reason, now=now,
                                  type_=EventType.NORMAL if reason == "Succeeded"
                                  else EventType.WARNING))
     executed = wl.accumulated_past_execution_time_seconds + (
-        core.admitted_seconds(_epoch(since), _epoch(now)) if since else 0)
+        core.admitted_seconds(_epoch(was.since), _epoch(now)) if was.since else 0)
     metrics.finished(_cluster_queue_name(wl), wl.priority_class_name, float(executed),
                      local_queue=_local_queue_key(wl), cluster_id=domain_of(wl))
-    if queue_id is not None:
+    if was.queue_id is not None:
         if freed is not None:
-            freed.add(queue_id)
+            freed.add(was.queue_id)
         else:
-            admission.on_quota_released(domain_of(wl), [queue_id], now=now)
+            admission.on_quota_released(domain_of(wl), [was.queue_id], now=now)
     if siblings and wl.job_id is not None:
         for other in Workload.objects.filter(job_id=wl.job_id).exclude(
                 phase=WorkloadPhase.FINISHED).exclude(pk=wl.pk):
             finish(other, reason, message, now=now, events=events, siblings=False, freed=freed)
-    return True
 
 
 def finish_workloads(
     cluster_id: int, versions: Mapping[int, int], reason: str, message: str, *, now: datetime,
 ) -> list[int]:
     """Finish many workloads of a domain at once, as their jobs ended: one transaction, one
-    quota release per queue, events in one INSERT. ``versions`` maps a workload id to the
-    ``resource_version`` the caller saw it at; a workload that changed since (evicted,
-    preempted) is left alone. Returns the ids finished."""
+    batched write (``bulk.update_versioned``), one quota release per queue, events in one
+    INSERT. ``versions`` maps a workload id to the ``resource_version`` the caller saw it
+    at; a workload that changed since (evicted, preempted) is left alone. Returns the ids
+    finished."""
     done: list[int] = []
     events: list[Event] = []
     freed: set[int] = set()
-    with transaction.atomic():
-        for wl in Workload.objects.filter(cluster_id=cluster_id, pk__in=list(versions)):
-            if wl.resource_version != versions[wl.pk]:
+    with transaction.atomic(), metrics.batch():
+        workloads = [wl for wl in Workload.objects.filter(cluster_id=cluster_id,
+                                                          pk__in=list(versions))
+                     .exclude(phase=WorkloadPhase.FINISHED)
+                     if wl.resource_version == versions[wl.pk]]
+        changes = {wl.pk: _finished_values(wl, reason, message, now=now) for wl in workloads}
+        written = bulk.update_versioned(Workload, [
+            bulk.VersionedChange(wl.pk, wl.resource_version, changes[wl.pk]) for wl in workloads])
+        for wl in workloads:
+            if wl.pk not in written:
                 continue
-            if finish(wl, reason, message, now=now, events=events, freed=freed):
-                done.append(wl.pk)
-        Event.objects.bulk_create(events)
+            was = _Finishing.of(wl)
+            for name, value in changes[wl.pk].items():
+                setattr(wl, name, value)
+            wl.resource_version += 1
+            _after_finish(wl, was, reason, message, now=now, events=events, siblings=True,
+                          freed=freed)
+            done.append(wl.pk)
+        bulk.insert(Event, events)
         if freed:
             admission.on_quota_released(cluster_id, freed, now=now)
     return done
