@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,12 +29,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q, Window
-from django.db.models.functions import RowNumber
+from django.db.models import F, Q
 
 from kueueweb import live, reconcile
+from scheduling import bulk, jobs, metrics, snapshots
 from scheduling import conditions as cond
-from scheduling import jobs, metrics, snapshots
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core.cycle import (
     CyclePolicy,
@@ -174,32 +172,40 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
     rows_by_key = {f"{r['namespace']}/{r['name']}": r for r in head_rows}
     reserving_by_key = {f"{r['namespace']}/{r['name']}": r for r in reserving}
     result = rounds
-    with transaction.atomic():
+    with transaction.atomic(), metrics.batch():
         if not still_held(cluster_id, holder, now=now):
             logger.warning("admission cycle of cluster %s lost its lease; discarded", cluster_id)
             return CycleOutcome(ran=False)
         AdmissionLease.objects.filter(cluster_id=cluster_id).update(cycle=cycle)
         events: list[Event] = []
-        writes: list[_PendingWrite] = []
+        reservations: list[tuple[dict[str, Any], HeadResult, bulk.VersionedChange]] = []
+        writes: list[bulk.VersionedChange] = []
         for head in result.results:
             row = rows_by_key[head.key]
             if head.admitted:
-                if _reserve_quota(cluster_id, row, head, specs, now=now, events=events):
-                    outcome.admitted.append(head.key)
-                    metrics.admission_attempt("success", per_head)
-                else:
-                    outcome.dropped += 1
+                reservations.append((row, head, _reservation(row, head, specs, now=now)))
             else:
                 _record_pending(cluster_id, row, head, now=now, events=events, writes=writes)
                 metrics.admission_attempt("inadmissible", per_head)
-        _write_pending(writes)
+        # Each decision is conditional on the version the round read: a workload changed
+        # meanwhile keeps its own state and is looked at again next round.
+        reserved = bulk.update_versioned(Workload, [change for _, _, change in reservations],
+                                         where={"phase": WorkloadPhase.PENDING, "active": True})
+        bulk.update_versioned(Workload, writes, where={"phase": WorkloadPhase.PENDING})
+        for row, head, change in reservations:
+            if row["id"] in reserved:
+                _quota_reserved(cluster_id, row, head, change, now=now, events=events)
+                outcome.admitted.append(head.key)
+                metrics.admission_attempt("success", per_head)
+            else:
+                outcome.dropped += 1
         for target in result.preemption_targets:
             victim = reserving_by_key.get(target.workload_key)
             if victim is None or target.already_evicted:
                 continue
             if _issue_preemption(cluster_id, victim, target, now=now, events=events):
                 outcome.preempted.append(target.workload_key)
-        Event.objects.bulk_create(events)
+        bulk.insert(Event, events)
         if outcome.progressed:
             request_admission(cluster_id)
         elif events:
@@ -319,38 +325,59 @@ def run_cycles(
 
 def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[dict[str, Any]]:
     """The first ``per_queue`` workloads of every cluster queue of the domain, in queue
-    order, as values() rows (one query).
+    order, as values() rows grouped by cluster queue.
 
     Kueue's heap order (``cluster_queue.go``): the sticky preemptor first, then higher
     priority, then the earlier queue-order timestamp, then UID. Only admissible workloads
     that are not parked, whose LocalQueue is not stopped and whose back-off has ended are
     candidates.
+
+    The cost does not grow with the backlog: each local queue's first ``per_queue`` rows are
+    read from the ``workload_queue_order`` index (``_head_ids``), a cluster queue's heads
+    are among its local queues' heads, and only those rows are loaded.
     """
-    ranked = (
-        Workload.objects.filter(
-            cluster_id=cluster_id,
-            phase=WorkloadPhase.PENDING,
-            queue_state=QueueState.ACTIVE,
-            active=True,
-            local_queue__isnull=False,
-            local_queue__stop_policy=StopPolicy.NONE,
-        )
-        .filter(Q(requeue_at__isnull=True) | Q(requeue_at__lte=now))
-        .annotate(
-            rank=Window(
-                RowNumber(),
-                partition_by=[F("local_queue__cluster_queue_id")],
-                order_by=[
-                    F("preempting").desc(), F("priority").desc(), F("queued_at").asc(),
-                    F("uid").asc(),
-                ],
-            )
-        )
-        .filter(rank__lte=per_queue)
-        .order_by("local_queue__cluster_queue_id", "rank")
-        .values(*snapshots.WORKLOAD_FIELDS, "annotations", "local_queue__cluster_queue__name")
+    rows = list(Workload.objects.filter(pk__in=_head_ids(cluster_id, now=now,
+                                                         per_queue=per_queue))
+                .values(*snapshots.WORKLOAD_FIELDS, "annotations",
+                        "local_queue__cluster_queue_id", "local_queue__cluster_queue__name"))
+    rows.sort(key=lambda r: (r["local_queue__cluster_queue_id"], not r["preempting"],
+                             -r["priority"], r["queued_at"] or r["created_at"], str(r["uid"])))
+    heads: list[dict[str, Any]] = []
+    taken: dict[int, int] = {}
+    for row in rows:
+        queue = row["local_queue__cluster_queue_id"]
+        if taken.get(queue, 0) < per_queue:
+            taken[queue] = taken.get(queue, 0) + 1
+            heads.append(row)
+    return heads
+
+
+def _head_ids(cluster_id: int, *, now: datetime, per_queue: int) -> list[int]:
+    """The ids of the first ``per_queue`` candidates of every running local queue of the
+    domain: one index range scan per local queue (PostgreSQL: a LATERAL join; SQLite: a
+    correlated ``IN`` that it runs once per local queue)."""
+    quote = connection.ops.quote_name
+    workloads, local_queues = (quote(Workload._meta.db_table),
+                               quote(LocalQueue._meta.db_table))
+    candidates = (
+        f"SELECT w.id FROM {workloads} w WHERE w.local_queue_id = lq.id AND w.phase = %s "
+        "AND w.queue_state = %s AND w.active = %s "
+        "AND (w.requeue_at IS NULL OR w.requeue_at <= %s) "
+        "ORDER BY w.preempting DESC, w.priority DESC, w.queued_at ASC, w.uid ASC LIMIT %s"
     )
-    return list(ranked)
+    requeue_at = Workload._meta.get_field("requeue_at")
+    params = [WorkloadPhase.PENDING, QueueState.ACTIVE, True,
+              requeue_at.get_db_prep_value(now, connection), per_queue,
+              cluster_id, StopPolicy.NONE]
+    if connection.vendor == "postgresql":
+        sql = (f"SELECT heads.id FROM {local_queues} lq CROSS JOIN LATERAL ({candidates}) heads "
+               "WHERE lq.cluster_id = %s AND lq.stop_policy = %s")
+    else:
+        sql = (f"SELECT w0.id FROM {local_queues} lq CROSS JOIN {workloads} w0 "
+               f"WHERE w0.id IN ({candidates}) AND lq.cluster_id = %s AND lq.stop_policy = %s")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [pk for (pk,) in cursor.fetchall()]
 
 
 def _assignment_state(state: Mapping[str, Any] | None) -> AssignmentState | None:
@@ -393,16 +420,15 @@ def required_checks(
     return sorted(set(names))
 
 
-def _reserve_quota(
-    cluster_id: int,
+def _reservation(
     row: Mapping[str, Any],
     head: HeadResult,
     specs: snapshots.DomainSpecs,
     *,
     now: datetime,
-    events: list[Event],
-) -> bool:
-    """QuotaReserved (and Admitted when the queue requires no checks), conditionally."""
+) -> bulk.VersionedChange:
+    """The write that reserves quota: QuotaReserved, and Admitted when the queue requires no
+    admission checks (Kueue's SetQuotaReservation)."""
     assert head.admission is not None
     cq_name = head.cluster_queue
     checks = required_checks(specs, cq_name, head.admission)
@@ -410,7 +436,7 @@ def _reserve_quota(
         row["conditions"], "QuotaReserved", True, "QuotaReserved",
         f"Quota reserved in ClusterQueue {cq_name}", now=now,
     )
-    # Kueue's SetQuotaReservation: Evicted and Preempted are reset ("Previously: ...").
+    # Evicted and Preempted are reset ("Previously: ...").
     for type_ in ("Evicted", "Preempted"):
         previous = cond.find(conditions, type_)
         if previous and previous.get("status") == "True":
@@ -434,23 +460,30 @@ def _reserve_quota(
          "message": ""}
         for name in checks
     ]
-    updated = Workload.objects.filter(
-        pk=row["id"], phase=WorkloadPhase.PENDING, active=True,
-        resource_version=row["resource_version"],
-    ).update(
-        phase=phase,
-        admission=admission_to_json(head.admission),
-        cluster_queue_id=specs.cluster_queue_ids[cq_name],
-        conditions=conditions,
-        quota_reserved_at=now,
-        admission_check_states=check_states,
-        scheduler_state={},
-        preempting=False,
-        queue_state=QueueState.ACTIVE,
-        resource_version=F("resource_version") + 1,
-    )
-    if updated != 1:
-        return False  # changed since the snapshot; the next cycle looks again
+    return bulk.VersionedChange(row["id"], row["resource_version"], {
+        "phase": phase,
+        "admission": admission_to_json(head.admission),
+        "cluster_queue": specs.cluster_queue_ids[cq_name],
+        "conditions": conditions,
+        "quota_reserved_at": now,
+        "admission_check_states": check_states,
+        "scheduler_state": {},
+        "preempting": False,
+        "queue_state": QueueState.ACTIVE,
+    })
+
+
+def _quota_reserved(
+    cluster_id: int,
+    row: Mapping[str, Any],
+    head: HeadResult,
+    change: bulk.VersionedChange,
+    *,
+    now: datetime,
+    events: list[Event],
+) -> None:
+    """After the reservation is written: the replaced slice, events and metrics."""
+    cq_name = head.cluster_queue
     if head.replaced_slice:
         _replace_slice(cluster_id, row, head, now=now)
     waited = (now - (row["queued_at"] or row["created_at"])).total_seconds()
@@ -461,13 +494,12 @@ def _reserve_quota(
     priority_class = row.get("priority_class_name", "")
     metrics.quota_reserved(cq_name, priority_class, waited, local_queue=local_queue,
                            cluster_id=cluster_id)
-    if phase == WorkloadPhase.ADMITTED:
+    if change.values["phase"] == WorkloadPhase.ADMITTED:
         events.append(_event(cluster_id, row, "Admitted",
                              f"Admitted by ClusterQueue {cq_name}, wait time since reservation "
                              "was 0s", now=now))
         metrics.admitted(cq_name, priority_class, waited, 0.0, local_queue=local_queue,
                          cluster_id=cluster_id)
-    return True
 
 
 def _replace_slice(
@@ -495,18 +527,6 @@ def _replace_slice(
     metrics.replaced_workload_slice(head.cluster_queue, cluster_id=cluster_id)
 
 
-@dataclass(frozen=True)
-class _PendingWrite:
-    """A head's new pending state, written with the others of its round (``_write_pending``)."""
-
-    workload_id: int
-    resource_version: int
-    conditions: list[dict[str, Any]]
-    queue_state: str
-    scheduler_state: dict[str, Any]
-    preempting: bool
-
-
 def _record_pending(
     cluster_id: int,
     row: Mapping[str, Any],
@@ -514,7 +534,7 @@ def _record_pending(
     *,
     now: datetime,
     events: list[Event],
-    writes: list[_PendingWrite],
+    writes: list[bulk.VersionedChange],
 ) -> None:
     """QuotaReserved=False with the reason an operator reads, and the queue position.
 
@@ -545,32 +565,12 @@ def _record_pending(
     )
     if unchanged:
         return
-    writes.append(_PendingWrite(row["id"], row["resource_version"], conditions, queue_state,
-                                state, preempting))
+    writes.append(bulk.VersionedChange(row["id"], row["resource_version"], {
+        "conditions": conditions, "queue_state": queue_state, "scheduler_state": state,
+        "preempting": preempting}))
     if message_changed:
         events.append(_event(cluster_id, row, head.quota_reserved_reason or "Pending",
                              head.message, now=now, type_=EventType.WARNING))
-
-
-def _write_pending(writes: Sequence[_PendingWrite]) -> None:
-    """Every pending head's new state in one batched statement, each row still conditional
-    on the version the round read (a workload changed meanwhile keeps its own state and is
-    looked at again next round)."""
-    if not writes:
-        return
-    table = connection.ops.quote_name(Workload._meta.db_table)
-    as_json = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
-    sql = (f"UPDATE {table} SET conditions = {as_json}, queue_state = %s, "
-           f"scheduler_state = {as_json}, preempting = %s, "
-           "resource_version = resource_version + 1 "
-           "WHERE id = %s AND phase = %s AND resource_version = %s")
-    params = [
-        (json.dumps(w.conditions), w.queue_state, json.dumps(w.scheduler_state), w.preempting,
-         w.workload_id, WorkloadPhase.PENDING, w.resource_version)
-        for w in writes
-    ]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
 
 
 def _same_conditions(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> bool:
@@ -645,7 +645,7 @@ def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
                                "job_id"))
     released = 0
     freed_queues: set[int] = set()
-    with transaction.atomic():
+    with transaction.atomic(), metrics.batch():
         for row in rows:
             if release_quota(cluster_id, row, now=now):
                 released += 1
