@@ -340,9 +340,10 @@ class Workload(NamespacedObject):
         ]
         indexes = [
             # Heads of each cluster queue: active pending workloads by priority, then time.
+            # Kueue's heap order, so a queue's first rows are read without a sort.
             models.Index(
-                F("local_queue"), F("phase"), F("queue_state"), F("priority").desc(),
-                F("queued_at"), name="workload_queue_order",
+                F("local_queue"), F("phase"), F("queue_state"), F("preempting").desc(),
+                F("priority").desc(), F("queued_at"), F("uid"), name="workload_queue_order",
             ),
             # Per domain and phase; with the queue keys, counts per queue (finished workloads
             # are most of a long-lived table) read the index only.
