@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from django.db import connections
-from django.db.models import Model, QuerySet
+from django.db.models import BooleanField, F, Func, Model, QuerySet
 
 Condition = dict[str, Any]
 _M = TypeVar("_M", bound=Model)
@@ -93,21 +93,35 @@ def has(conditions: Sequence[Condition], type_: str, status: str) -> bool:
     return found is not None and found.get("status") == status
 
 
+class _HasCondition(Func):
+    """True when the JSON list ``conditions`` holds an item with this type and status
+    (SQLite's JSON1 ``json_each``; PostgreSQL uses containment instead)."""
+
+    output_field = BooleanField()
+
+    def __init__(self, column: str, type_: str, status: str) -> None:
+        super().__init__(F(column))
+        self.wanted = (type_, status)
+
+    def as_sql(self, compiler: Any, connection: Any, function: str | None = None,
+               template: str | None = None, arg_joiner: str | None = None,
+               **extra_context: Any) -> tuple[str, list[Any]]:
+        column, params = compiler.compile(self.source_expressions[0])
+        return (f"EXISTS (SELECT 1 FROM json_each({column}) "
+                "WHERE json_extract(value, '$.type') = %s "
+                "AND json_extract(value, '$.status') = %s)", [*params, *self.wanted])
+
+
 def filter_by_condition(
     queryset: QuerySet[_M], type_: str, status: str, *, present: bool = True
 ) -> QuerySet[_M]:
-    """Rows whose ``conditions`` hold (``present``) or lack a condition ``type_``=``status``.
-
-    PostgreSQL answers with JSON containment on the column; SQLite has no such lookup, so
-    there the (id, conditions) pairs of the queryset are scanned once.
-    """
+    """Rows whose ``conditions`` hold (``present``) or lack a condition ``type_``=``status``,
+    decided in the database: JSON containment on PostgreSQL, ``json_each`` on SQLite."""
     wanted = [{"type": type_, "status": status}]
     if connections[queryset.db].vendor == "postgresql":
         if present:
             return queryset.filter(conditions__contains=wanted)
         return queryset.exclude(conditions__contains=wanted)
-    ids = [
-        pk for pk, conditions in queryset.values_list("id", "conditions")
-        if has(conditions or (), type_, status) == present
-    ]
-    return queryset.filter(pk__in=ids)
+    flagged: QuerySet[_M] = queryset.alias(
+        _has_condition=_HasCondition("conditions", type_, status))
+    return flagged.filter(_has_condition=present)
