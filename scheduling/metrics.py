@@ -36,6 +36,7 @@ bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -43,6 +44,7 @@ import platform
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from importlib import metadata
@@ -124,7 +126,8 @@ class Increment(NamedTuple):
     amount: int | float
 
 
-def _field(labels: Sequence[str], part: str) -> str:
+@functools.lru_cache(maxsize=8192)
+def _field(labels: tuple[str, ...], part: str) -> str:
     # JSON keeps label values with any characters apart; ``part`` is "value" (counters),
     # "sum", or a bucket's upper bound (histograms).
     return json.dumps([list(labels), part], separators=(",", ":"))
@@ -150,11 +153,11 @@ class EventFamily:
 
     def increments(self, labels: Sequence[str], value: float) -> list[Increment]:
         if self.buckets is None:
-            return [Increment(self.name, _field(labels, "value"), 1)]
+            return [Increment(self.name, _field(tuple(labels), "value"), 1)]
         bound = next((b for b in self.buckets if value <= b), math.inf)
         return [
-            Increment(self.name, _field(labels, _le(bound)), 1),
-            Increment(self.name, _field(labels, "sum"), float(value)),
+            Increment(self.name, _field(tuple(labels), _le(bound)), 1),
+            Increment(self.name, _field(tuple(labels), "sum"), float(value)),
         ]
 
     def collect(self, fields: Mapping[str, float], domains: Mapping[int, str]) -> Metric:
@@ -412,6 +415,28 @@ class _Sample(NamedTuple):
     value: float
 
 
+_batch = threading.local()
+
+
+@contextmanager
+def batch() -> Iterator[None]:
+    """Record the hooks called inside as one write to the store when the transaction
+    commits, not one write per hook: a reconciler that decides about hundreds of workloads
+    in one transaction wraps it in this. Identical series are summed first. Nothing is
+    recorded if the block raises (its transaction rolls back)."""
+    if getattr(_batch, "samples", None) is not None:
+        yield  # an outer batch records these
+        return
+    collected: list[tuple[Sequence[_Sample], int | None]] = []
+    _batch.samples = collected
+    try:
+        yield
+    finally:
+        _batch.samples = None
+    if collected:
+        transaction.on_commit(lambda: _flush(collected), robust=True)
+
+
 def _record(samples: Sequence[_Sample], cluster_id: int | None) -> None:
     """Add ``samples`` to the store once the current transaction commits (at once outside
     a transaction); dropped if it rolls back.
@@ -419,21 +444,32 @@ def _record(samples: Sequence[_Sample], cluster_id: int | None) -> None:
     Per-domain series are stored under the domain's id (names can change; the scrape
     exports the current one); without ``cluster_id`` the manager's domain is meant.
     """
+    pending: list[tuple[Sequence[_Sample], int | None]] | None = getattr(
+        _batch, "samples", None)
+    if pending is not None:
+        pending.append((samples, cluster_id))
+        return
+    # robust: an error here is logged, never raised into the code that just committed.
+    transaction.on_commit(lambda: _flush([(samples, cluster_id)]), robust=True)
 
-    def flush() -> None:
-        from multicluster.models import Cluster
 
-        domain = cluster_id
-        if domain is None and any(s.family.per_domain for s in samples):
-            domain = Cluster.objects.manager_id()
-        increments: list[Increment] = []
+def _flush(groups: Sequence[tuple[Sequence[_Sample], int | None]]) -> None:
+    from multicluster.models import Cluster
+
+    manager: int | None = None
+    if any(cluster_id is None and any(s.family.per_domain for s in samples)
+           for samples, cluster_id in groups):
+        manager = Cluster.objects.manager_id()
+    totals: dict[tuple[str, str], int | float] = {}
+    for samples, cluster_id in groups:
+        domain = cluster_id if cluster_id is not None else manager
         for family, labels, value in samples:
             full = (str(domain or ""), *labels) if family.per_domain else labels
-            increments.extend(family.increments(full, value))
-        event_store().add(increments)
-
-    # robust: an error here is logged, never raised into the code that just committed.
-    transaction.on_commit(flush, robust=True)
+            for increment in family.increments(full, value):
+                key = (increment.family, increment.field)
+                totals[key] = totals.get(key, 0) + increment.amount
+    event_store().add([Increment(family, name, amount)
+                       for (family, name), amount in totals.items()])
 
 
 def _seconds(value: float) -> float:
