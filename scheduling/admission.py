@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -45,7 +46,7 @@ from scheduling.core.cycle import (
 )
 from scheduling.core.quantities import int_to_quantity
 from scheduling.core.snapshot import Snapshot
-from scheduling.core.types import Admission, FairSharingStrategy
+from scheduling.core.types import Admission, FairSharingStrategy, QueueingStrategy
 from scheduling.core.workloads import AssignmentState, WorkloadInfo
 from scheduling.locks import acquire_or_defer, new_holder_id, release, still_held
 from scheduling.models import AdmissionLease, ClusterQueue, Event, LocalQueue, Workload
@@ -163,7 +164,10 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
     # 4. Decide: consecutive cycles in memory, as long as only this round's decisions
     # change what the next cycle would see.
     started = time.perf_counter()
-    rounds = run_cycles(snapshot, head_rows, per_queue=per_queue, now=now, first_cycle=cycle)
+    best_effort = {cq.name for cq in specs.cluster_queues
+                   if cq.queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO}
+    rounds = run_cycles(snapshot, head_rows, per_queue=per_queue, now=now, first_cycle=cycle,
+                        bulk_park=best_effort)
     cycle = rounds.last_cycle
     outcome = CycleOutcome(ran=True, cycle=cycle, heads=rounds.heads, released=released)
     per_head = (time.perf_counter() - started) / max(rounds.heads, 1)
@@ -192,6 +196,7 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
         reserved = bulk.update_versioned(Workload, [change for _, _, change in reservations],
                                          where={"phase": WorkloadPhase.PENDING, "active": True})
         bulk.update_versioned(Workload, writes, where={"phase": WorkloadPhase.PENDING})
+        park_same_shapes(cluster_id, result.bulk_parked, specs.cluster_queue_ids)
         for row, head, change in reservations:
             if row["id"] in reserved:
                 _quota_reserved(cluster_id, row, head, change, now=now, events=events)
@@ -199,7 +204,10 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
                 metrics.admission_attempt("success", per_head)
             else:
                 outcome.dropped += 1
-        for target in result.preemption_targets:
+        # Victims in id order, as every batched write locks rows (no lock-order deadlock
+        # with a concurrent finish of the same workloads).
+        for target in sorted(result.preemption_targets, key=lambda t: reserving_by_key[
+                t.workload_key]["id"] if t.workload_key in reserving_by_key else 0):
             victim = reserving_by_key.get(target.workload_key)
             if victim is None or target.already_evicted:
                 continue
@@ -241,6 +249,7 @@ class Rounds:
     cycles: int
     heads: int
     last_cycle: int
+    bulk_parked: list[ParkedShape] = field(default_factory=list)
 
 
 def run_cycles(
@@ -250,6 +259,7 @@ def run_cycles(
     per_queue: int,
     now: datetime,
     first_cycle: int,
+    bulk_park: frozenset[str] | set[str] = frozenset(),
 ) -> Rounds:
     """Run Kueue scheduling cycles over ``rows`` (``select_heads``) until one would need
     the database again.
@@ -257,10 +267,17 @@ def run_cycles(
     Every cycle takes the head of every cluster queue, exactly as consecutive cycles of
     Kueue's scheduler would with nothing else happening: an admitted head adds its usage to
     the snapshot, a parked head leaves its queue's heap and the next workload becomes the
-    head, a head that stays (another flavor to try) is tried again. The round stops after a
-    cycle that preempts (victims must stop first) or involves a sticky preemptor or a
-    workload slice, after a cycle that changes nothing, when a queue has used every
-    candidate loaded for it while more may wait in the database, or at its bounds.
+    head, a head that stays (another flavor to try) is tried again. A cohort tree's part of
+    the round stops after a cycle that preempts in it (victims must stop first) or involves
+    a sticky preemptor or a workload slice, after a cycle that changes nothing in it, or
+    when one of its queues has used every candidate loaded for it while more may wait in
+    the database; trees share no quota, so the others go on. The round ends when every
+    tree has stopped, or at its bounds.
+
+    In the queues named in ``bulk_park`` (BestEffortFIFO), a head parked for NoFit or
+    PreemptionNoCandidates parks every pending workload of the same shape with it (Kueue's
+    scheduling-equivalence hashing): later candidates of that shape are skipped here and
+    ``Rounds.bulk_parked`` names the shapes for ``park_same_shape``.
     """
     queues: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
@@ -269,17 +286,31 @@ def run_cycles(
     position = dict.fromkeys(queues, 0)
     assignment = {f"{r['namespace']}/{r['name']}": _assignment_state(r["scheduler_state"])
                   for r in rows}
+    items_by_key = {f"{r['namespace']}/{r['name']}": r for r in rows}
     final: dict[str, HeadResult] = {}
+    parked_shapes: dict[str, set[ParkedShape]] = {}
     targets: tuple[PreemptionTarget, ...] = ()
     cycle, cycles, heads_seen = first_cycle, 0, 0
     policy, epoch_now = cycle_policy(), snapshots.epoch(now)
     deadline = time.perf_counter() + MAX_ROUND_SECONDS
+    # Cohort trees (by root) whose round is over. Trees share no quota, so one tree's
+    # preemption or exhausted candidates does not stop the others.
+    nodes = snapshot.cluster_queues
+    tree = {name: nodes[name].root().name if name in nodes else name for name in queues}
+    frozen: set[str] = set()
     while cycles < MAX_CYCLES_PER_ROUND:
-        if cycles and (time.perf_counter() > deadline or any(
-                position[name] >= len(queues[name]) for name in truncated)):
+        if cycles and time.perf_counter() > deadline:
             break
+        # A queue that used every candidate loaded for it may have more in the database.
+        frozen.update(tree[name] for name in truncated if position[name] >= len(queues[name]))
         heads = []
         for name, items in queues.items():
+            if tree[name] in frozen:
+                continue
+            shapes = parked_shapes.get(name)
+            while shapes and position[name] < len(items) and not items[position[name]][
+                    "preempting"] and _shape(name, items[position[name]]) in shapes:
+                position[name] += 1
             if position[name] < len(items):
                 row = items[position[name]]
                 key = f"{row['namespace']}/{row['name']}"
@@ -298,7 +329,7 @@ def run_cycles(
         cycles += 1
         heads_seen += len(heads)
         result = run_cycle(snapshot.clone(), heads, now=epoch_now, policy=policy, cycle=cycle)
-        changed = False
+        changed: set[str] = set()  # trees where this cycle changed something
         for head in result.results:
             final[head.key] = head
             if head.admitted:
@@ -306,21 +337,80 @@ def run_cycles(
                 snapshot.add_workload(WorkloadInfo(dataclasses.replace(
                     head.workload, admission=head.admission, quota_reserved_time=epoch_now)))
                 position[head.cluster_queue] += 1
-                changed = True
+                changed.add(tree[head.cluster_queue])
             elif head.parked:
                 position[head.cluster_queue] += 1
-                changed = True
+                changed.add(tree[head.cluster_queue])
+                if head.cluster_queue in bulk_park and head.requeue_reason in _BULK_PARK:
+                    row = items_by_key[head.key]
+                    parked_shapes.setdefault(head.cluster_queue, set()).add(
+                        _shape(head.cluster_queue, row))
             elif head.last_assignment != assignment[head.key]:
-                changed = True
+                changed.add(tree[head.cluster_queue])
             assignment[head.key] = head.last_assignment
-        targets = result.preemption_targets
-        special = any(h.is_preemptor or h.replaces for h in heads) or any(
-            h.preemption_targets or h.replaced_slice
-            or h.requeue_reason is RequeueReason.PENDING_PREEMPTION for h in result.results)
-        if targets or special or not changed:
-            break
+        targets += result.preemption_targets
+        # Stop a tree after a cycle that preempts there (victims must stop first), that
+        # involves a sticky preemptor or a workload slice there, or that changed nothing
+        # there (the next cycle would decide the same).
+        frozen.update(tree[t.preempting_cluster_queue] for t in result.preemption_targets
+                      if t.preempting_cluster_queue in tree)
+        frozen.update(tree[h.cluster_queue] for h in heads if h.is_preemptor or h.replaces)
+        frozen.update(tree[h.cluster_queue] for h in result.results
+                      if h.preemption_targets or h.replaced_slice
+                      or h.requeue_reason is RequeueReason.PENDING_PREEMPTION)
+        frozen.update(tree[h.cluster_queue] for h in heads if tree[h.cluster_queue] not in changed)
     return Rounds(results=list(final.values()), preemption_targets=targets, cycles=cycles,
-                  heads=heads_seen, last_cycle=cycle)
+                  heads=heads_seen, last_cycle=cycle,
+                  bulk_parked=[shape for shapes in parked_shapes.values() for shape in shapes])
+
+
+# Requeue reasons that park every workload of the head's shape with it (Kueue
+# ``SchedulingEquivalenceHashing``, on by default).
+_BULK_PARK = (RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES)
+
+
+@dataclass(frozen=True)
+class ParkedShape:
+    """Workloads of a cluster queue that would fail as a parked head did: the same
+    priority and the same pod sets (a stricter match than Kueue's scheduling hash of
+    priority and pod-set shapes, so nothing is parked that Kueue would not park)."""
+
+    cluster_queue: str
+    priority: int
+    pod_sets: str  # JSON, keys in the stored order (SQLite compares JSON text)
+
+    @property
+    def pod_sets_value(self) -> Any:
+        return json.loads(self.pod_sets)
+
+
+def _shape(cluster_queue: str, row: Mapping[str, Any]) -> ParkedShape:
+    return ParkedShape(cluster_queue, row["priority"],
+                       json.dumps(row["pod_sets"], separators=(",", ":")))
+
+
+def park_same_shapes(cluster_id: int, shapes: Sequence[ParkedShape],
+                     cluster_queue_ids: Mapping[str, int]) -> int:
+    """Park the other active pending workloads of each shape in its cluster queue (one
+    UPDATE per shape, on the queue-order index). They keep their conditions, as Kueue's bulk
+    move touches only its in-memory queue; the next requeue of the queue
+    (``queue_inadmissible_workloads``) brings them back."""
+    if not shapes:
+        return 0
+    local_queues: dict[int, list[int]] = {}
+    for pk, cq_id in LocalQueue.objects.filter(
+            cluster_id=cluster_id,
+            cluster_queue_id__in={cluster_queue_ids[s.cluster_queue] for s in shapes},
+    ).values_list("pk", "cluster_queue_id"):
+        local_queues.setdefault(cq_id, []).append(pk)
+    parked = 0
+    for shape in shapes:
+        parked += Workload.objects.filter(
+            local_queue_id__in=local_queues.get(cluster_queue_ids[shape.cluster_queue], []),
+            phase=WorkloadPhase.PENDING, queue_state=QueueState.ACTIVE, preempting=False,
+            priority=shape.priority, active=True, pod_sets=shape.pod_sets_value,
+        ).update(queue_state=QueueState.INADMISSIBLE, resource_version=F("resource_version") + 1)
+    return parked
 
 
 def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[dict[str, Any]]:
@@ -640,9 +730,9 @@ def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
     evicted = cond.filter_by_condition(
         Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED), "Evicted", "True"
     ).filter(Q(job__isnull=True) | Q(job__suspend=True))
-    rows = list(evicted.values("id", "namespace", "name", "conditions", "resource_version",
-                               "cluster_queue_id", "active", "created_at", "requeue_at",
-                               "job_id"))
+    rows = list(evicted.order_by("id").values(
+        "id", "namespace", "name", "conditions", "resource_version", "cluster_queue_id",
+        "active", "created_at", "requeue_at", "job_id"))
     released = 0
     freed_queues: set[int] = set()
     with transaction.atomic(), metrics.batch():

@@ -104,7 +104,8 @@ def update_versioned(
 ) -> set[int]:
     """Write each change whose row is still at its ``resource_version`` (and matches
     ``where``: a field's value, or a tuple of values), bumping the version; returns the
-    primary keys written. Every change sets the same fields."""
+    primary keys written. Every change sets the same fields. Rows are written (and, on
+    PostgreSQL, locked) in primary-key order."""
     if not changes:
         return set()
     names = list(changes[0].values)
@@ -126,9 +127,17 @@ def update_versioned(
         conditions.append(f"{table}.{column} IN ({', '.join(['%s'] * len(values))})")
         where_params.extend(field.get_db_prep_value(v, connection) for v in values)
     written: set[int] = set()
+    ordered = sorted(changes, key=lambda change: change.pk)
     with connection.cursor() as cursor:
-        for start in range(0, len(changes), batch_size):
-            chunk = changes[start:start + batch_size]
+        for start in range(0, len(ordered), batch_size):
+            chunk = ordered[start:start + batch_size]
+            if connection.vendor == "postgresql":
+                # Lock the rows in id order first: an UPDATE ... FROM locks them in whatever
+                # order its join visits them, and two writers of overlapping rows in
+                # different orders deadlock.
+                cursor.execute(f"SELECT 1 FROM {table} WHERE {pk_column} = ANY(%s) "
+                               f"ORDER BY {pk_column} FOR UPDATE",
+                               [[change.pk for change in chunk]])
             params: list[Any] = []
             for change in chunk:
                 params.append(change.pk)

@@ -20,7 +20,7 @@ from django.utils import timezone
 from kueueweb.roles import can_operate_in
 from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
-from scheduling import admission, jobs, lifecycle
+from scheduling import admission, bulk, jobs, lifecycle
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.models import Event, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.validation import FieldError, errors_to_dict
@@ -352,7 +352,7 @@ def create_workloads(
             ]
             if len(workloads) == 1:
                 return [save_new_workload(workloads[0])]
-            created = Workload.objects.bulk_create(workloads, batch_size=500)
+            created = bulk.insert(Workload, workloads)
             # Kueue orders a queue by creation time: queued_at starts as created_at.
             Workload.objects.filter(pk__in=[w.pk for w in created]).update(
                 queued_at=F("created_at"))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import OperationalError, close_old_connections
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -31,7 +31,7 @@ from scheduling.models import Workload
 logger = logging.getLogger(__name__)
 
 # How often the actors look at the clock and the database.
-TICK_SECONDS = 0.01
+TICK_SECONDS = 0.02
 # The most workloads one generator request creates (one INSERT batch per 500).
 MAX_BATCH = 5000
 
@@ -111,6 +111,7 @@ class ClusterStats:
     started: int = 0
     finished: int = 0
     lost_runs: int = 0  # evicted (preempted) before their runtime was over
+    retries: int = 0  # finish requests that failed (deadlock, lock timeout) and were retried
     error: str = ""
     done: bool = False
 
@@ -169,13 +170,18 @@ class SimulatedCluster(threading.Thread):
         lookups = {}
         if self._watermark is not None:
             lookups["quota_reserved_at__gte"] = self._watermark - self.MARGIN
-        for workload_id, version, labels, reserved_at in self._admitted(**lookups).values_list(
-                "id", "resource_version", "labels", "quota_reserved_at"):
+        new: dict[int, int] = {}
+        for workload_id, version, reserved_at in self._admitted(**lookups).values_list(
+                "id", "resource_version", "quota_reserved_at"):
             if reserved_at is not None and (self._watermark is None
                                             or reserved_at > self._watermark):
                 self._watermark = reserved_at
             if workload_id not in self._running:
-                self._start(workload_id, version, labels)
+                new[workload_id] = version
+        if new:
+            labels = dict(Workload.objects.filter(pk__in=list(new)).values_list("id", "labels"))
+            for workload_id, version in new.items():
+                self._start(workload_id, version, labels.get(workload_id))
 
     def _start(self, workload_id: int, version: int, labels: dict[str, str] | None) -> None:
         runtime_ms = int((labels or {}).get(RUNNING_TIME_LABEL, "0") or 0)
@@ -193,9 +199,19 @@ class SimulatedCluster(threading.Thread):
                 due[run.workload_id] = run.version
         if not due:
             return
-        finished = set(lifecycle.finish_workloads(
-            self.cluster_id, due, "Succeeded", "Job finished successfully",
-            now=timezone.now()))
+        try:
+            finished = set(lifecycle.finish_workloads(
+                self.cluster_id, due, "Succeeded", "Job finished successfully",
+                now=timezone.now()))
+        except OperationalError:
+            # A deadlock or lock timeout rolled the transaction back; nothing was written.
+            # Like a job controller, try again on the next tick.
+            logger.warning("benchmark cluster: finishing %d workloads failed; retrying",
+                           len(due), exc_info=True)
+            self.stats.retries += 1
+            for workload_id, version in due.items():
+                heapq.heappush(self._due, _Run(now, workload_id, version))
+            return
         self.stats.finished += len(finished)
         for workload_id in due:
             del self._running[workload_id]

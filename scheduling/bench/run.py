@@ -215,7 +215,8 @@ def run(
         "generator": {"requests": generator.stats.requests,
                       "maxLagMs": round(generator.stats.max_lag_ms)},
         "simulatedCluster": {"runsStarted": cluster.stats.started,
-                             "runsCutByPreemption": cluster.stats.lost_runs},
+                             "runsCutByPreemption": cluster.stats.lost_runs,
+                             "finishRetries": cluster.stats.retries},
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
     })
 

@@ -313,3 +313,51 @@ def test_namespace_selector_matches_the_namespace_name_label(manager, make_queue
     assert outcome.admitted == ["ns/insider"]
     assert outcome.cycle == 2
     assert _reload(insider).phase == WorkloadPhase.ADMITTED
+
+
+def test_a_parked_head_parks_the_pending_workloads_of_its_shape(
+    manager, make_queue, make_workload, django_assert_max_num_queries
+) -> None:
+    # Kueue's scheduling-equivalence hashing: under BestEffortFIFO a head parked for NoFit
+    # takes every pending workload of the same priority and pod sets with it, so they are
+    # not tried one by one; a different shape is still tried.
+    make_queue("cq", {"cpu": "2"})
+    bigs = [make_workload(f"big-{i}", "lq-cq", {"cpu": "3"}) for i in range(12)]
+    other = make_workload("big-high", "lq-cq", {"cpu": "3"}, priority=-1)
+    make_workload("small", "lq-cq", {"cpu": "1"}, priority=-2)
+
+    first = _cycle(manager.pk)
+
+    # The first round loads eight candidates, all of big-0's shape: one is tried.
+    assert first.heads == 1
+    states = dict(Workload.objects.values_list("name", "queue_state"))
+    assert {states[w.name] for w in bigs} == {QueueState.INADMISSIBLE}
+    # Only the head that was tried says why; the others keep their conditions.
+    assert find(_reload(bigs[0]).conditions, "QuotaReserved")["status"] == "False"
+    assert find(_reload(bigs[5]).conditions, "QuotaReserved") is None
+
+    second = _cycle(manager.pk, NOW + timedelta(seconds=1))
+
+    assert second.admitted == ["ns/small"]
+    assert second.heads == 2  # big-high (another shape, also parked), then small
+    assert _reload(other).queue_state == QueueState.INADMISSIBLE
+
+
+def test_a_preemption_in_one_cohort_does_not_end_the_round_of_another(
+    manager, make_queue, make_workload
+) -> None:
+    make_queue("a", {"cpu": "1"}, cohort="one",
+               within_cluster_queue="LowerPriority")
+    make_queue("b", {"cpu": "4"}, cohort="two")
+    make_workload("low", "lq-a", {"cpu": "1"}, priority=0)
+    assert _cycle(manager.pk).admitted == ["ns/low"]
+    make_workload("high", "lq-a", {"cpu": "1"}, priority=10)
+    for name in ("b1", "b2", "b3"):
+        make_workload(name, "lq-b", {"cpu": "1"})
+
+    outcome = _cycle(manager.pk, NOW + timedelta(seconds=1))
+
+    # Cohort "one" stops after its preemption; cohort "two" goes on admitting one head
+    # per cycle within the same round.
+    assert outcome.preempted == ["ns/low"]
+    assert outcome.admitted == ["ns/b1", "ns/b2", "ns/b3"]
