@@ -206,11 +206,11 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
                 outcome.dropped += 1
         # Victims in id order, as every batched write locks rows (no lock-order deadlock
         # with a concurrent finish of the same workloads).
-        for target in sorted(result.preemption_targets, key=lambda t: reserving_by_key[
-                t.workload_key]["id"] if t.workload_key in reserving_by_key else 0):
-            victim = reserving_by_key.get(target.workload_key)
-            if victim is None or target.already_evicted:
-                continue
+        victims = sorted(((reserving_by_key[t.workload_key], t)
+                          for t in result.preemption_targets
+                          if t.workload_key in reserving_by_key and not t.already_evicted),
+                         key=lambda pair: pair[0]["id"])
+        for victim, target in victims:
             if _issue_preemption(cluster_id, victim, target, now=now, events=events):
                 outcome.preempted.append(target.workload_key)
         bulk.insert(Event, events)
