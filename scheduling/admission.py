@@ -733,6 +733,8 @@ def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
     rows = list(evicted.order_by("id").values(
         "id", "namespace", "name", "conditions", "resource_version", "cluster_queue_id",
         "active", "created_at", "requeue_at", "job_id"))
+    if not rows:
+        return 0  # no transaction: on SQLite it would take the write lock for nothing
     released = 0
     freed_queues: set[int] = set()
     with transaction.atomic(), metrics.batch():
