@@ -59,7 +59,7 @@ def sample_usage(*, now: datetime) -> int:
         Workload.objects.filter(
             phase__in=(WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED), active=True,
             cluster_queue__isnull=False,
-        ).values(*snapshots.WORKLOAD_FIELDS, "cluster_id", "cluster_queue_id")
+        ).values(*snapshots.RESERVING_FIELDS, "cluster_id", "cluster_queue_id")
     )
     admitted: dict[int, int] = defaultdict(int)
     rows_by_domain: dict[int, list[dict[str, Any]]] = defaultdict(list)

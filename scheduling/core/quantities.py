@@ -8,6 +8,7 @@ before that final rounding.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -94,8 +95,18 @@ def is_milli_resource(resource: str) -> bool:
 def quantity_to_int(resource: str, text: str | int | float) -> int:
     """The integer Kueue charges for ``text`` of ``resource``: millis for CPU, else units.
 
-    Fractions round up, as Kubernetes' MilliValue()/Value() do.
+    Fractions round up, as Kubernetes' MilliValue()/Value() do. Every cycle charges each
+    workload holding quota again and a domain uses a handful of distinct quantities, so the
+    answers are cached (``typed``: ``True`` is not taken for ``1``; input that cannot be a
+    cache key, such as a list from hostile JSON, is parsed, and refused, uncached).
     """
+    if isinstance(text, (str, int, float)):
+        return _quantity_to_int(resource, text)
+    return _quantity_to_int.__wrapped__(resource, text)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _quantity_to_int(resource: str, text: str | int | float) -> int:
     value = parse_quantity(text)
     if is_milli_resource(resource):
         value *= 1000

@@ -74,3 +74,14 @@ def test_converts_to_the_integer_kueue_charges(resource: str, text: str, want: i
 )
 def test_formats_amounts_like_kubernetes(resource: str, amount: int, want: str) -> None:
     assert format_amount(resource, amount) == want
+
+
+def test_cached_charge_still_refuses_what_is_not_a_quantity() -> None:
+    # Charges are cached: a bool must not hit the entry of 1, nor a list break the cache.
+    assert quantity_to_int("pods", 1) == 1
+    with pytest.raises(QuantityError, match="not True"):
+        quantity_to_int("pods", True)
+    with pytest.raises(QuantityError, match="not list"):
+        quantity_to_int("cpu", ["1"])  # type: ignore[arg-type]
+    with pytest.raises(QuantityError, match="not a valid quantity"):
+        quantity_to_int("cpu", "1x")
