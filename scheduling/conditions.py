@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from django.db import connections
-from django.db.models import BooleanField, F, Func, Model, QuerySet
+from django.db.models import BooleanField, F, Func, Model, Q, QuerySet
 
 Condition = dict[str, Any]
 _M = TypeVar("_M", bound=Model)
@@ -110,6 +110,16 @@ class _HasCondition(Func):
         return (f"EXISTS (SELECT 1 FROM json_each({column}) "
                 "WHERE json_extract(value, '$.type') = %s "
                 "AND json_extract(value, '$.status') = %s)", [*params, *self.wanted])
+
+
+def condition_q(queryset: QuerySet[_M], type_: str, status: str) -> tuple[QuerySet[_M], Q]:
+    """``queryset`` (with the alias SQLite needs) and a ``Q`` that holds for its rows whose
+    ``conditions`` have ``type_``=``status``: for combining with other lookups (``|``, ``~``)."""
+    if connections[queryset.db].vendor == "postgresql":
+        return queryset, Q(conditions__contains=[{"type": type_, "status": status}])
+    alias = f"_has_{type_.lower()}_{status.lower()}"
+    return (queryset.alias(**{alias: _HasCondition("conditions", type_, status)}),
+            Q(**{alias: True}))
 
 
 def filter_by_condition(

@@ -297,9 +297,17 @@ def _evict_stopped_queues(cluster_id: int, *, now: datetime, events: list[Event]
 def _check_admitted(cluster_id: int, config: core.WaitForPodsReady, *, now: datetime,
                     rng: random.Random, events: list[Event], outcome: LifecycleOutcome) -> None:
     """Maximum execution time and the PodsReady timeout of admitted, active workloads."""
-    admitted = _not_evicted(
-        Workload.objects.filter(cluster_id=cluster_id, phase=WorkloadPhase.ADMITTED, active=True)
-        .select_related("job"))
+    rows = Workload.objects.filter(cluster_id=cluster_id, phase=WorkloadPhase.ADMITTED,
+                                   active=True)
+    # Only rows with a clock running are loaded: a maximum execution time, or (when Kueue
+    # waits for pods) pods not ready yet. A busy domain's running workloads are mostly neither.
+    timed = Q(maximum_execution_time_seconds__gt=0)
+    if config.enabled:
+        rows, pods_ready = cond.condition_q(rows, "PodsReady", "True")
+        rows = rows.filter(timed | ~pods_ready)
+    else:
+        rows = rows.filter(timed)
+    admitted = _not_evicted(rows.select_related("job"))
     for wl in admitted:
         since = _admitted_since(wl)
         if since is None:
