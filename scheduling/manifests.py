@@ -1361,6 +1361,31 @@ def _nominal(queue: ClusterQueue) -> dict[tuple[str, str], int]:
     return nominal
 
 
+class _Holding:
+    """Counts and usage per queue of the workloads holding quota in ``rows``, keyed by the
+    ``queue_field`` column. Counted in the database: rows are grouped by queue, phase and
+    admission (workloads of the same shape share one), so the Python side reads one row per
+    distinct admission rather than one per workload."""
+
+    def __init__(self, rows: models.QuerySet[Workload], queue_field: str) -> None:
+        self.reserving: dict[int, int] = defaultdict(int)
+        self.admitted: dict[int, int] = defaultdict(int)
+        self.reserved_usage: dict[int, dict[tuple[str, str], int]] = defaultdict(
+            lambda: defaultdict(int))
+        self.admitted_usage: dict[int, dict[tuple[str, str], int]] = defaultdict(
+            lambda: defaultdict(int))
+        groups = (rows.order_by().values_list(queue_field, "phase", "admission")
+                  .annotate(n=models.Count("id")))
+        for queue_id, phase, admission, n in groups:
+            self.reserving[queue_id] += n
+            is_admitted = phase == WorkloadPhase.ADMITTED
+            self.admitted[queue_id] += n if is_admitted else 0
+            for flavor, resource, amount in _usage_of(admission):
+                self.reserved_usage[queue_id][(flavor, resource)] += amount * n
+                if is_admitted:
+                    self.admitted_usage[queue_id][(flavor, resource)] += amount * n
+
+
 def cluster_queue_statuses(queues: Sequence[ClusterQueue]) -> dict[int, dict[str, Any]]:
     """Computed ClusterQueue status for ``queues`` in two queries, whatever their number:
     pending/reserving/admitted counts and usage per flavor from the Workload rows (usage is
@@ -1371,20 +1396,10 @@ def cluster_queue_statuses(queues: Sequence[ClusterQueue]) -> dict[int, dict[str
                                 active=True)
         .order_by().values_list("local_queue__cluster_queue").annotate(n=models.Count("id"))
     )
-    reserving: dict[int, int] = defaultdict(int)
-    admitted: dict[int, int] = defaultdict(int)
-    reserved_usage: dict[int, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
-    admitted_usage: dict[int, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
-    rows = Workload.objects.filter(cluster_queue__in=ids, phase__in=_HOLDING) \
-        .order_by().values_list("cluster_queue_id", "phase", "admission")
-    for queue_id, phase, admission in rows:
-        reserving[queue_id] += 1
-        is_admitted = phase == WorkloadPhase.ADMITTED
-        admitted[queue_id] += is_admitted
-        for flavor, resource, amount in _usage_of(admission):
-            reserved_usage[queue_id][(flavor, resource)] += amount
-            if is_admitted:
-                admitted_usage[queue_id][(flavor, resource)] += amount
+    holding = _Holding(Workload.objects.filter(cluster_queue__in=ids, phase__in=_HOLDING),
+                       "cluster_queue_id")
+    reserving, admitted = holding.reserving, holding.admitted
+    reserved_usage, admitted_usage = holding.reserved_usage, holding.admitted_usage
     statuses = {}
     for queue in queues:
         groups = resource_groups_from_rows(queue.quotas.all())
@@ -1406,25 +1421,14 @@ def local_queue_statuses(queues: Sequence[LocalQueue]) -> dict[int, dict[str, An
     ``cluster_queue__quotas__flavor``, whose flavors are listed)."""
     ids = [queue.pk for queue in queues]
     pending: dict[int, int] = defaultdict(int)
-    reserving: dict[int, int] = defaultdict(int)
-    admitted: dict[int, int] = defaultdict(int)
-    reserved_usage: dict[int, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
-    admitted_usage: dict[int, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
-    # Pending workloads are counted in the database; only those holding quota are read.
     pending.update(
         Workload.objects.filter(local_queue__in=ids, phase=WorkloadPhase.PENDING, active=True)
         .order_by().values_list("local_queue_id").annotate(n=models.Count("id"))
     )
-    rows = Workload.objects.filter(local_queue__in=ids, phase__in=_HOLDING) \
-        .order_by().values_list("local_queue_id", "phase", "active", "admission")
-    for queue_id, phase, _active, admission in rows:
-        reserving[queue_id] += 1
-        is_admitted = phase == WorkloadPhase.ADMITTED
-        admitted[queue_id] += is_admitted
-        for flavor, resource, amount in _usage_of(admission):
-            reserved_usage[queue_id][(flavor, resource)] += amount
-            if is_admitted:
-                admitted_usage[queue_id][(flavor, resource)] += amount
+    holding = _Holding(Workload.objects.filter(local_queue__in=ids, phase__in=_HOLDING),
+                       "local_queue_id")
+    reserving, admitted = holding.reserving, holding.admitted
+    reserved_usage, admitted_usage = holding.reserved_usage, holding.admitted_usage
     statuses = {}
     for queue in queues:
         groups = resource_groups_from_rows(queue.cluster_queue.quotas.all())
