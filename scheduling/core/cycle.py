@@ -581,6 +581,13 @@ class _Cycle:
         if not fits:
             self._skip(e, "Workload no longer fits after processing another workload")
             return
+        # Deviation from Kueue, for the quota invariant: ``fits`` counts the victims
+        # claimed earlier in the cycle as gone, but they hold their quota until they have
+        # stopped. A workload admitted now must also fit while they still hold it (with the
+        # preemptors' places held), or quota would be exceeded until they release it.
+        if mode is AssignmentMode.FIT and self.preempted and not self._fits_now(cq, usage):
+            self._skip(e, "Workload no longer fits after processing another workload")
+            return
         # Claim the victims and charge the usage now, so every later entry of the
         # cycle sees it (a preemptor holds its place while its victims terminate).
         for t in e.targets:
@@ -634,6 +641,11 @@ class _Cycle:
             victims[t.info.key] = t.info
         with self.snapshot.simulate_usage_removal(victims.values()):
             return all(max(0, available(cq, fr)) >= v for fr, v in usage.items())
+
+    @staticmethod
+    def _fits_now(cq: ClusterQueueNode, usage: Mapping[FlavorResource, int]) -> bool:
+        """Fits in the snapshot as it stands: victims still holding, reservations held."""
+        return all(max(0, available(cq, fr)) >= v for fr, v in usage.items())
 
     def _update_assignment_if_needed(self, e: _Entry) -> tuple[Mapping[FlavorResource, int], bool]:
         """Recompute when this entry's victims overlap ones already claimed.

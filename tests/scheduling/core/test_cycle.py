@@ -256,3 +256,54 @@ def test_fair_sharing_admits_the_entry_with_the_lowest_share_first() -> None:
     assert [r.key for r in result.results] == ["default/b1", "default/c1"]
     assert decisions["default/b1"].decision is Decision.ADMITTED
     assert decisions["default/c1"].decision is Decision.SKIPPED
+
+
+def test_no_admission_into_quota_that_victims_still_hold() -> None:
+    # c borrows 5 of the cohort's 6; pa reclaims a's nominal by preempting v, which frees
+    # 3 more than pa needs. Kueue's fit check counts v as gone, so it would admit pb and pd
+    # now, while v still holds its 5: 7 of 6 in use until v stops. They wait instead.
+    snap = snapshot(
+        [
+            cluster_queue("a", quotas={"default": {"cpu": "4"}}, cohort="co", reclaim=ANY),
+            cluster_queue("b", quotas={"default": {"cpu": "1"}}, cohort="co"),
+            cluster_queue("d", quotas={"default": {"cpu": "1"}}, cohort="co"),
+            cluster_queue("c", quotas={"default": {"cpu": "0"}}, cohort="co"),
+        ],
+        admitted_workloads=[admitted("v", "c", cpu="5")],
+    )
+    result = run_cycle(
+        snap,
+        [
+            Head(workload("pa", priority=3, cpu="2"), "a"),
+            Head(workload("pb", priority=2, cpu="1"), "b"),
+            Head(workload("pd", priority=1, cpu="1"), "d"),
+        ],
+        now=0.0,
+    )
+    decisions = _by_key(result)
+    assert decisions["default/pa"].decision is Decision.PREEMPTING
+    assert [t.workload_key for t in decisions["default/pa"].preemption_targets] == ["default/v"]
+    for key in ("default/pb", "default/pd"):
+        assert decisions[key].decision is Decision.SKIPPED
+        assert decisions[key].requeue_reason is RequeueReason.FAILED_AFTER_NOMINATION
+    assert result.admitted == ()
+
+
+def test_a_preemption_elsewhere_does_not_hold_back_a_fit() -> None:
+    # A preemption in queue a (within the queue) leaves queue b's admission alone.
+    snap = snapshot(
+        [
+            cluster_queue("a", quotas={"default": {"cpu": "2"}}, within=LOWER),
+            cluster_queue("b", quotas={"default": {"cpu": "2"}}),
+        ],
+        admitted_workloads=[admitted("va", "a", priority=-1, cpu="2")],
+    )
+    result = run_cycle(
+        snap,
+        [Head(workload("pa", priority=3, cpu="2"), "a"),
+         Head(workload("pb", priority=2, cpu="2"), "b")],
+        now=0.0,
+    )
+    decisions = _by_key(result)
+    assert decisions["default/pa"].decision is Decision.PREEMPTING
+    assert decisions["default/pb"].decision is Decision.ADMITTED
