@@ -317,7 +317,7 @@ def _bound_pods() -> Coalesce:
     counted = (
         Pod.objects.filter(cluster=OuterRef("cluster"), node_name=OuterRef("name"))
         .exclude(phase__in=(PodPhase.SUCCEEDED, PodPhase.FAILED))
-        .order_by().values("cluster").annotate(n=Count("pk")).values("n")
+        .order_by().values("cluster").annotate(n=Count("*")).values("n")
     )
     return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
 

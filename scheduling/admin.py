@@ -61,7 +61,7 @@ def count_of(queryset: QuerySet[Any], field: str) -> Coalesce:
         queryset.filter(**{field: OuterRef("pk")})
         .order_by()
         .values(field)
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("*"))
         .values("n")
     )
     return Coalesce(Subquery(counted, output_field=IntegerField()), 0)

@@ -52,7 +52,7 @@ def sample_usage(*, now: datetime) -> int:
     pending = dict(
         Workload.objects.filter(phase=WorkloadPhase.PENDING, active=True,
                                 local_queue__isnull=False)
-        .values("local_queue__cluster_queue_id").annotate(n=Count("id"))
+        .values("local_queue__cluster_queue_id").annotate(n=Count("*"))
         .values_list("local_queue__cluster_queue_id", "n").order_by()
     )
     reserving = list(

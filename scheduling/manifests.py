@@ -1173,7 +1173,7 @@ class ClusterQueueKind(Kind[ClusterQueue]):
         if queues:
             reasons.append(f"LocalQueue {', '.join(sorted(queues))} point to it")
         phases = dict(
-            obj.reserving_workloads.order_by().values_list("phase").annotate(n=models.Count("id"))
+            obj.reserving_workloads.order_by().values_list("phase").annotate(n=models.Count("*"))
         )
         holding = phases.get(WorkloadPhase.QUOTA_RESERVED, 0) + phases.get(WorkloadPhase.ADMITTED, 0)
         if holding:
@@ -1375,7 +1375,7 @@ class _Holding:
         self.admitted_usage: dict[int, dict[tuple[str, str], int]] = defaultdict(
             lambda: defaultdict(int))
         groups = (rows.order_by().values_list(queue_field, "phase", "admission")
-                  .annotate(n=models.Count("id")))
+                  .annotate(n=models.Count("*")))
         for queue_id, phase, admission, n in groups:
             self.reserving[queue_id] += n
             is_admitted = phase == WorkloadPhase.ADMITTED
@@ -1394,7 +1394,7 @@ def cluster_queue_statuses(queues: Sequence[ClusterQueue]) -> dict[int, dict[str
     pending = dict(
         Workload.objects.filter(local_queue__cluster_queue__in=ids, phase=WorkloadPhase.PENDING,
                                 active=True)
-        .order_by().values_list("local_queue__cluster_queue").annotate(n=models.Count("id"))
+        .order_by().values_list("local_queue__cluster_queue").annotate(n=models.Count("*"))
     )
     holding = _Holding(Workload.objects.filter(cluster_queue__in=ids, phase__in=_HOLDING),
                        "cluster_queue_id")
@@ -1423,7 +1423,7 @@ def local_queue_statuses(queues: Sequence[LocalQueue]) -> dict[int, dict[str, An
     pending: dict[int, int] = defaultdict(int)
     pending.update(
         Workload.objects.filter(local_queue__in=ids, phase=WorkloadPhase.PENDING, active=True)
-        .order_by().values_list("local_queue_id").annotate(n=models.Count("id"))
+        .order_by().values_list("local_queue_id").annotate(n=models.Count("*"))
     )
     holding = _Holding(Workload.objects.filter(local_queue__in=ids, phase__in=_HOLDING),
                        "local_queue_id")

@@ -726,7 +726,7 @@ class _State:
             Workload.objects.filter(
                 phase=WorkloadPhase.PENDING, active=True, local_queue__isnull=False
             )
-            .values("local_queue_id", "queue_state").annotate(n=Count("id")).order_by()
+            .values("local_queue_id", "queue_state").annotate(n=Count("*")).order_by()
         )
         for group in pending:
             cq_id = lq_cq.get(group["local_queue_id"])
@@ -757,7 +757,7 @@ class _State:
         # 3. Finished workloads count in the queue that admitted them, else their queue's.
         done = (
             Workload.objects.filter(phase=WorkloadPhase.FINISHED)
-            .values("cluster_queue_id", "local_queue_id").annotate(n=Count("id")).order_by()
+            .values("cluster_queue_id", "local_queue_id").annotate(n=Count("*")).order_by()
         )
         for group in done:
             owner = group["cluster_queue_id"] or lq_cq.get(group["local_queue_id"])

@@ -41,7 +41,7 @@ def _pod_counts(cluster_ids: list[int]) -> dict[int, dict[str, int]]:
     counts: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(PodPhase.values, 0))
     for row in (
         Pod.objects.filter(cluster_id__in=cluster_ids).values("cluster_id", "phase")
-        .annotate(n=Count("id")).order_by()
+        .annotate(n=Count("*")).order_by()
     ):
         counts[row["cluster_id"]][row["phase"]] = row["n"]
     return counts
@@ -74,7 +74,7 @@ def _node_capacity(cluster_ids: list[int]) -> dict[int, dict[str, str]]:
 def _dispatch_rows(worker_ids: list[int]) -> dict[int, dict[str, Any]]:
     """The hub workloads with a copy on each worker: at most DISPATCHES_PER_WORKER each."""
     counts = dict(Dispatch.objects.filter(worker_id__in=worker_ids).values("worker_id")
-                  .annotate(n=Count("id")).order_by().values_list("worker_id", "n"))
+                  .annotate(n=Count("*")).order_by().values_list("worker_id", "n"))
     result: dict[int, dict[str, Any]] = {
         wid: {"total": counts.get(wid, 0), "rows": []} for wid in worker_ids}
     for worker_id in worker_ids:
@@ -214,7 +214,7 @@ def _nodes_context(cluster: Cluster) -> dict[str, Any]:
     # template collapse to one row per node.
     for node_name, phase, requests, n in (
         Pod.objects.filter(cluster=cluster, phase__in=ACTIVE_PHASES).exclude(node_name="")
-        .values_list("node_name", "phase", "requests").annotate(n=Count("id")).order_by()
+        .values_list("node_name", "phase", "requests").annotate(n=Count("*")).order_by()
     ):
         for resource, quantity in (requests or {}).items():
             used[node_name][resource] += _to_int(resource, quantity) * n

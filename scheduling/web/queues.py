@@ -228,7 +228,7 @@ def _pending_demand(
         Workload.objects.filter(cluster_id=cluster_id, phase=WorkloadPhase.PENDING, active=True,
                                 local_queue__isnull=False)
         .values("local_queue__cluster_queue__name", "pod_sets")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("*"))
         .order_by()
     )
     for group in groups:
@@ -250,11 +250,13 @@ def _finished_counts(cluster_id: int, queue_ids: Mapping[str, int]) -> dict[str,
     queue's."""
     # Grouped on the foreign keys (an index-only scan of ``workload_domain_phase_queues``,
     # finished workloads being most of a long-lived table), then named from the small tables.
+    # COUNT(*), as every count here: COUNT(id) makes PostgreSQL read the rows (the id is
+    # not in the index), 45 ms instead of 4 ms at 30,000 finished workloads.
     counts: dict[str, int] = defaultdict(int)
     groups = list(
         Workload.objects.filter(cluster_id=cluster_id, phase=WorkloadPhase.FINISHED)
         .values_list("cluster_queue_id", "local_queue_id")
-        .annotate(n=Count("id")).order_by()
+        .annotate(n=Count("*")).order_by()
     )
     queue_names = {pk: name for name, pk in queue_ids.items()}
     local_owner = dict(LocalQueue.objects.filter(cluster_id=cluster_id)
@@ -308,7 +310,7 @@ def _held_usage(cluster_id: int) -> tuple[list[core_types.Workload], dict[str, i
     groups = (
         Workload.objects.filter(cluster_id=cluster_id, phase__in=RESERVING, active=True)
         .values("cluster_queue__name", "admission", "reclaimable_pods", "pod_sets")
-        .annotate(n=Count("id")).order_by()
+        .annotate(n=Count("*")).order_by()
     )
     admitted: dict[str, int] = defaultdict(int)
     usage: dict[str, dict[FlavorResource, int]] = defaultdict(lambda: defaultdict(int))
