@@ -641,7 +641,17 @@ def _condition_false(conditions: Iterable[Mapping[str, Any]] | None, type_: str)
 
 def _quantity(value: str | None) -> float:
     """A quota in base units (cores, bytes); an unset limit is +Inf, as in Kueue."""
-    return math.inf if value is None else float(parse_quantity(value))
+    return math.inf if value is None else float(_parsed(value))
+
+
+def _parsed(quantity: Any) -> Fraction:
+    """``parse_quantity``, cached for the strings stored admissions and quotas repeat."""
+    if isinstance(quantity, str):
+        return _parsed_text(quantity)
+    return parse_quantity(quantity)
+
+
+_parsed_text = functools.lru_cache(maxsize=1024)(parse_quantity)
 
 
 def _usage(
@@ -662,7 +672,7 @@ def _usage(
         for resource, quantity in (assignment.get("resourceUsage") or {}).items():
             flavor = flavors.get(resource)
             if flavor is not None:
-                yield flavor, resource, parse_quantity(quantity) * kept / count
+                yield flavor, resource, _parsed(quantity) * kept / count
 
 
 @dataclass(slots=True)
@@ -736,24 +746,26 @@ class _State:
                 status = "inadmissible"
             for counts in self._counts(cq_id, group["local_queue_id"]):
                 counts.pending[status] += group["n"]
-        # 2. Workloads holding quota, one row each: their admissions make the usage.
+        # 2. Workloads holding quota: their admissions make the usage. Grouped in the
+        #    database on what usage depends on, so workloads of one shape are one row.
         holding = Workload.objects.filter(
             phase__in=(WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED), active=True
         ).values("cluster_queue_id", "local_queue_id", "phase", "admission", "reclaimable_pods",
-                  "pod_sets")
+                  "pod_sets").annotate(n=Count("*")).order_by()
         for wl in holding:
+            n = wl["n"]
             is_admitted = wl["phase"] == WorkloadPhase.ADMITTED
             for counts in self._counts(wl["cluster_queue_id"], wl["local_queue_id"]):
-                counts.reserving += 1
-                counts.admitted += int(is_admitted)
+                counts.reserving += n
+                counts.admitted += n if is_admitted else 0
             if wl["cluster_queue_id"] is None:
                 continue
             for flavor, resource, amount in _usage(wl["admission"], wl["reclaimable_pods"],
                                                      wl["pod_sets"]):
                 key = (wl["cluster_queue_id"], flavor, resource)
-                self.reserved[key] += amount
+                self.reserved[key] += amount * n
                 if is_admitted:
-                    self.used[key] += amount
+                    self.used[key] += amount * n
         # 3. Finished workloads count in the queue that admitted them, else their queue's.
         done = (
             Workload.objects.filter(phase=WorkloadPhase.FINISHED)
