@@ -361,3 +361,40 @@ def test_a_preemption_in_one_cohort_does_not_end_the_round_of_another(
     # per cycle within the same round.
     assert outcome.preempted == ["ns/low"]
     assert outcome.admitted == ["ns/b1", "ns/b2", "ns/b3"]
+
+
+@pytest.fixture
+def batched_requeue(settings):
+    # Kueue's requeueBatchPeriod (the production default); the test settings use 0.
+    settings.KUEUEWEB = {**settings.KUEUEWEB, "REQUEUE_BATCH_PERIOD_SECONDS": 1.0}
+
+
+def _finish(cluster_id: int, wl: Workload, at: datetime) -> None:
+    from scheduling import lifecycle
+
+    row = _reload(wl)
+    assert lifecycle.finish_workloads(cluster_id, {row.pk: row.resource_version}, "Succeeded",
+                                      "done", now=at) == [row.pk]
+
+
+def test_parked_workloads_come_back_one_batch_period_after_quota_is_released(
+    manager, make_queue, make_workload, batched_requeue
+) -> None:
+    make_queue("cq", {"cpu": "20"})
+    running = make_workload("running", "lq-cq", {"cpu": "20"})
+    assert _cycle(manager.pk).admitted == ["ns/running"]
+    ones = [make_workload(f"one-{i:02}", "lq-cq", {"cpu": "1"}) for i in range(12)]
+    _cycle(manager.pk, NOW + timedelta(seconds=1))
+    assert {_reload(w).queue_state for w in ones} == {QueueState.INADMISSIBLE}
+
+    _finish(manager.pk, running, NOW + timedelta(seconds=2))
+
+    # Kueue's requeuer: one requeue of the cohort tree a batch period after the release.
+    assert ClusterQueue.objects.get(name="cq").requeue_due_at == NOW + timedelta(seconds=3)
+    assert _cycle(manager.pk, NOW + timedelta(seconds=2, milliseconds=500)).admitted == []
+    outcome = _cycle(manager.pk, NOW + timedelta(seconds=3))
+    assert ClusterQueue.objects.get(name="cq").requeue_due_at is None
+    # The round loads eight candidates; the other four are back in the queue as well.
+    assert len(outcome.admitted) == 8
+    assert {_reload(w).queue_state for w in ones[8:]} == {QueueState.ACTIVE}
+    assert len(_cycle(manager.pk, NOW + timedelta(seconds=3)).admitted) == 4
