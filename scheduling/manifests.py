@@ -15,7 +15,6 @@ AdmissionCheck, MultiKueueConfig and MultiKueueCluster on the same ``Kind`` base
 
 from __future__ import annotations
 
-import functools
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -1303,13 +1302,9 @@ def _usage_of(admission: Any) -> Iterable[tuple[str, str, int]]:
             if flavor is None:
                 continue
             try:
-                yield flavor, resource, _quantity(resource, quantity)
+                yield flavor, resource, quantity_to_int(resource, quantity)
             except (QuantityError, TypeError):
                 continue
-
-
-# Admissions repeat the same few quantities thousands of times: parse each once.
-_quantity = functools.lru_cache(maxsize=4096)(quantity_to_int)
 
 
 def _flavor_usage(

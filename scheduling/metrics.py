@@ -641,17 +641,7 @@ def _condition_false(conditions: Iterable[Mapping[str, Any]] | None, type_: str)
 
 def _quantity(value: str | None) -> float:
     """A quota in base units (cores, bytes); an unset limit is +Inf, as in Kueue."""
-    return math.inf if value is None else float(_parsed(value))
-
-
-def _parsed(quantity: Any) -> Fraction:
-    """``parse_quantity``, cached for the strings stored admissions and quotas repeat."""
-    if isinstance(quantity, str):
-        return _parsed_text(quantity)
-    return parse_quantity(quantity)
-
-
-_parsed_text = functools.lru_cache(maxsize=1024)(parse_quantity)
+    return math.inf if value is None else float(parse_quantity(value))
 
 
 def _usage(
@@ -672,7 +662,7 @@ def _usage(
         for resource, quantity in (assignment.get("resourceUsage") or {}).items():
             flavor = flavors.get(resource)
             if flavor is not None:
-                yield flavor, resource, _parsed(quantity) * kept / count
+                yield flavor, resource, parse_quantity(quantity) * kept / count
 
 
 @dataclass(slots=True)

@@ -54,7 +54,23 @@ def parse_quantity(text: str | int | float, *, allow_negative: bool = False) -> 
 
     Raises QuantityError with a message fit for an API field error when ``text`` is not a
     quantity, or is negative while ``allow_negative`` is false.
+
+    Cached: every cycle, status and scrape charges each workload holding quota again, and
+    a domain uses a handful of distinct quantities (``typed``: ``True`` is not taken for
+    ``1``; input that cannot be a cache key, such as a list from hostile JSON, is parsed,
+    and refused, uncached).
     """
+    if isinstance(text, (str, int, float)):
+        return _parse_cached(text, allow_negative)
+    return _parse(text, allow_negative)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _parse_cached(text: str | int | float, allow_negative: bool) -> Fraction:
+    return _parse(text, allow_negative)
+
+
+def _parse(text: str | int | float, allow_negative: bool) -> Fraction:
     if isinstance(text, bool):
         raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
     if isinstance(text, int):
@@ -95,18 +111,8 @@ def is_milli_resource(resource: str) -> bool:
 def quantity_to_int(resource: str, text: str | int | float) -> int:
     """The integer Kueue charges for ``text`` of ``resource``: millis for CPU, else units.
 
-    Fractions round up, as Kubernetes' MilliValue()/Value() do. Every cycle charges each
-    workload holding quota again and a domain uses a handful of distinct quantities, so the
-    answers are cached (``typed``: ``True`` is not taken for ``1``; input that cannot be a
-    cache key, such as a list from hostile JSON, is parsed, and refused, uncached).
+    Fractions round up, as Kubernetes' MilliValue()/Value() do.
     """
-    if isinstance(text, (str, int, float)):
-        return _quantity_to_int(resource, text)
-    return _quantity_to_int.__wrapped__(resource, text)
-
-
-@functools.lru_cache(maxsize=4096, typed=True)
-def _quantity_to_int(resource: str, text: str | int | float) -> int:
     value = parse_quantity(text)
     if is_milli_resource(resource):
         value *= 1000
