@@ -127,11 +127,5 @@ def filter_by_condition(
 ) -> QuerySet[_M]:
     """Rows whose ``conditions`` hold (``present``) or lack a condition ``type_``=``status``,
     decided in the database: JSON containment on PostgreSQL, ``json_each`` on SQLite."""
-    wanted = [{"type": type_, "status": status}]
-    if connections[queryset.db].vendor == "postgresql":
-        if present:
-            return queryset.filter(conditions__contains=wanted)
-        return queryset.exclude(conditions__contains=wanted)
-    flagged: QuerySet[_M] = queryset.alias(
-        _has_condition=_HasCondition("conditions", type_, status))
-    return flagged.filter(_has_condition=present)
+    flagged, has = condition_q(queryset, type_, status)
+    return flagged.filter(has) if present else flagged.exclude(has)
