@@ -152,27 +152,12 @@ def summarize(
                if first_created and last_finished else 0.0)
 
     counts = Counter(class_of.values())
-    classes = {}
-    for klass, times in sorted(per_class.items()):
-        admission = times["admission"]
-        classes[klass] = {
-            "count": counts[klass],
-            "averageTimeToAdmissionMs": round(sum(admission) / max(len(admission), 1)),
-            "p50TimeToAdmissionMs": round(percentile(admission, 50)),
-            "p90TimeToAdmissionMs": round(percentile(admission, 90)),
-            "p99TimeToAdmissionMs": round(percentile(admission, 99)),
-            "averageTimeToFinishMs": round(sum(times["finish"]) / max(len(times["finish"]), 1)),
-            "totalEvictions": evictions.get(klass, 0),
-        }
-    usage_percent: dict[str, float] = {}
-    nominal_by_class: dict[str, int] = defaultdict(int)
-    used_by_class: dict[str, float] = defaultdict(float)
-    for queue, limit in limits.items():
-        nominal_by_class[limit.class_name] += limit.nominal_milli
-        used_by_class[limit.class_name] += checked.used_milli_ms.get(queue, 0.0)
-    for klass, nominal in nominal_by_class.items():
-        usage_percent[klass] = round(
-            100 * used_by_class[klass] / (nominal * wall_ms), 1) if wall_ms else 0.0
+    classes = {
+        klass: class_figures(counts[klass], times["admission"], times["finish"],
+                             evictions.get(klass, 0))
+        for klass, times in sorted(per_class.items())
+    }
+    usage_percent = usage_percent_per_class(limits, checked.used_milli_ms, wall_ms)
 
     summary: dict[str, Any] = {
         "config": shape.name,
@@ -192,8 +177,64 @@ def summarize(
     }
     if extra:
         summary.update(extra)
-    summary["comparison"] = _comparison(shape, summary)
+    summary["comparison"] = comparison(shape, summary)
     return summary
+
+
+def class_figures(count: int, admission_ms: Sequence[float], finish_ms: Sequence[float],
+                  evictions: int) -> dict[str, int]:
+    """One workload class's line of the summary."""
+    return {
+        "count": count,
+        "averageTimeToAdmissionMs": round(sum(admission_ms) / max(len(admission_ms), 1)),
+        "p50TimeToAdmissionMs": round(percentile(admission_ms, 50)),
+        "p90TimeToAdmissionMs": round(percentile(admission_ms, 90)),
+        "p99TimeToAdmissionMs": round(percentile(admission_ms, 99)),
+        "averageTimeToFinishMs": round(sum(finish_ms) / max(len(finish_ms), 1)),
+        "totalEvictions": evictions,
+    }
+
+
+def usage_percent_per_class(limits: Mapping[str, QueueLimits],
+                            used_milli_ms: Mapping[str, float], wall_ms: float) -> dict[str, float]:
+    """Per cluster-queue class: cpu-milliseconds used / (nominal quota × wall)."""
+    nominal_by_class: dict[str, int] = defaultdict(int)
+    used_by_class: dict[str, float] = defaultdict(float)
+    for queue, limit in limits.items():
+        nominal_by_class[limit.class_name] += limit.nominal_milli
+        used_by_class[limit.class_name] += used_milli_ms.get(queue, 0.0)
+    return {klass: round(100 * used_by_class[klass] / (nominal * wall_ms), 1) if wall_ms else 0.0
+            for klass, nominal in nominal_by_class.items()}
+
+
+def measure_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The lines of a summary an operator compares between runs: wall, counts, classes,
+    usage, with the ratios to Kueue's figures and to the lower bound."""
+    comparison = summary.get("comparison", {})
+    lines = [
+        f"  wall {summary['wallMs'] / 1000:.1f}s"
+        + (f" = {comparison['wallOverLowerBound']}x the lower bound "
+           f"({comparison['lowerBoundWallMs'] / 1000:.0f}s)" if "wallOverLowerBound" in comparison
+           else "")
+        + (f"; Kueue {comparison['kueueWallMs'] / 1000:.0f}s "
+           f"({comparison['kueueWallOverOurs']}x ours)" if comparison.get("kueueWallOverOurs")
+           else ""),
+        f"  workloads {summary['workloads']}/{summary['expectedWorkloads']}, admitted "
+        f"{summary['admitted']}, finished {summary['finished']}, evictions "
+        f"{summary['evictions']}, quota violations {summary['quotaViolations']}",
+    ]
+    ratios = comparison.get("kueueAverageTimeToAdmissionOverOurs", {})
+    for klass, c in summary["classes"].items():
+        ratio = ratios.get(klass)
+        lines.append(
+            f"  {klass:>8}: {c['count']} workloads, time to admission avg "
+            f"{c['averageTimeToAdmissionMs']}ms p50 {c['p50TimeToAdmissionMs']}ms p90 "
+            f"{c['p90TimeToAdmissionMs']}ms p99 {c['p99TimeToAdmissionMs']}ms"
+            + (f" (Kueue's avg is {ratio}x)" if ratio else "")
+            + f", to finish avg {c['averageTimeToFinishMs']}ms, evictions {c['totalEvictions']}")
+    usage = ", ".join(f"{k} {v}%" for k, v in summary["clusterQueueUsagePercent"].items())
+    lines.append(f"  cluster queue usage: {usage}")
+    return lines
 
 
 def _cpu_milli(pod_sets: Sequence[Mapping[str, Any]]) -> int:
@@ -202,7 +243,7 @@ def _cpu_milli(pod_sets: Sequence[Mapping[str, Any]]) -> int:
     return sum(per_pod_requests(ps).get("cpu", 0) * int(ps.get("count", 1)) for ps in pod_sets)
 
 
-def _comparison(shape: Shape, summary: Mapping[str, Any]) -> dict[str, Any]:
+def comparison(shape: Shape, summary: Mapping[str, Any]) -> dict[str, Any]:
     """Ratios to Kueue's figures and to the lower bound of the shape."""
     wall = summary["wallMs"]
     result: dict[str, Any] = {}

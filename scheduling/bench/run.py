@@ -31,7 +31,7 @@ from django.db import connection
 
 from scheduling.apply import apply_manifests
 from scheduling.bench.cluster import Generator, SimulatedCluster
-from scheduling.bench.report import summarize
+from scheduling.bench.report import measure_lines, summarize
 from scheduling.bench.shape import Shape
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Workload
@@ -247,32 +247,11 @@ def _wait(shape: Shape, cluster_id: int, generator: Generator, cluster: Simulate
 
 def format_summary(summary: dict[str, Any]) -> str:
     """The summary as the lines an operator reads."""
-    comparison = summary.get("comparison", {})
     lines = [
         f"summary: {summary['config']} in {summary['mode']} mode ({summary['database']}, "
         f"{summary['machine']['cpus']} cpus)",
-        f"  wall {summary['wallMs'] / 1000:.1f}s"
-        + (f" = {comparison['wallOverLowerBound']}x the lower bound "
-           f"({comparison['lowerBoundWallMs'] / 1000:.0f}s)" if "wallOverLowerBound" in comparison
-           else "")
-        + (f"; Kueue {comparison['kueueWallMs'] / 1000:.0f}s "
-           f"({comparison['kueueWallOverOurs']}x ours)" if comparison.get("kueueWallOverOurs")
-           else ""),
-        f"  workloads {summary['workloads']}/{summary['expectedWorkloads']}, admitted "
-        f"{summary['admitted']}, finished {summary['finished']}, evictions "
-        f"{summary['evictions']}, quota violations {summary['quotaViolations']}",
+        *measure_lines(summary),
     ]
-    ratios = comparison.get("kueueAverageTimeToAdmissionOverOurs", {})
-    for klass, c in summary["classes"].items():
-        ratio = ratios.get(klass)
-        lines.append(
-            f"  {klass:>8}: {c['count']} workloads, time to admission avg "
-            f"{c['averageTimeToAdmissionMs']}ms p50 {c['p50TimeToAdmissionMs']}ms p90 "
-            f"{c['p90TimeToAdmissionMs']}ms p99 {c['p99TimeToAdmissionMs']}ms"
-            + (f" (Kueue's avg is {ratio}x)" if ratio else "")
-            + f", to finish avg {c['averageTimeToFinishMs']}ms, evictions {c['totalEvictions']}")
-    usage = ", ".join(f"{k} {v}%" for k, v in summary["clusterQueueUsagePercent"].items())
-    lines.append(f"  cluster queue usage: {usage}")
     p = summary["process"]
     lines.append(f"  process: user {p['userSeconds']}s system {p['systemSeconds']}s "
                  f"max RSS {p['maxRssKb'] // 1024} MiB")

@@ -250,6 +250,17 @@ class Command(BaseCommand):
                                help="Celery workers to start in production mode (default 2)")
         scheduler.add_argument("--timeout", type=float, default=1800.0,
                                help="give up after this many seconds (default 1800)")
+        scheduler.add_argument(
+            "--model", action="store_true",
+            help="run the shape through the engine alone in virtual time (every cycle, "
+            "write and pod start costs nothing): the figures a scheduler with Kueue's "
+            "behaviour reaches at best, to compare the real run with")
+        scheduler.add_argument(
+            "--requeue-batch-period", type=float, default=None, metavar="SECONDS",
+            help="with --model: Kueue's requeueBatchPeriod (default 1)")
+        scheduler.add_argument(
+            "--cycle-ms", type=float, default=0.0,
+            help="with --model: what one admission cycle costs in virtual time (default 0)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["target"] == "engine":
@@ -261,19 +272,24 @@ class Command(BaseCommand):
         raise CommandError(f"unknown benchmark {options['target']!r}")
 
     def _scheduler(self, options: dict[str, Any]) -> None:
-        import json
 
         from scheduling.bench import run as bench_run
         from scheduling.bench.shape import ShapeError, load_shape
 
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
+        if not options["model"] and (options["requeue_batch_period"] is not None
+                                     or options["cycle_ms"]):
+            raise CommandError("--requeue-batch-period and --cycle-ms need --model")
         try:
             shape = load_shape(options["config"])
         except OSError as exc:
             raise CommandError(f"--config: cannot read {options['config']}: {exc}") from exc
         except ShapeError as exc:
             raise CommandError(f"--config {options['config']}: {exc}") from exc
+        if options["model"]:
+            self._model(shape, options)
+            return
         try:
             summary = bench_run.run(shape, workers=options["workers"],
                                     timeout_seconds=options["timeout"],
@@ -281,13 +297,35 @@ class Command(BaseCommand):
         except bench_run.BenchError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(bench_run.format_summary(summary))
-        if options["output"]:
-            with open(options["output"], "w", encoding="utf-8") as out:
-                json.dump(summary, out, indent=2)
-                out.write("\n")
-            self.stdout.write(f"summary written to {options['output']}")
+        self._write(summary, options["output"])
         if summary["quotaViolations"] or summary["finished"] != summary["expectedWorkloads"]:
             raise CommandError("the run broke an invariant: see quotaViolations / finished")
+
+    def _write(self, summary: dict[str, Any], path: str | None) -> None:
+        """Write the summary as JSON to ``--output``, if given."""
+        if not path:
+            return
+        import json
+
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(summary, out, indent=2)
+            out.write("\n")
+        self.stdout.write(f"summary written to {path}")
+
+    def _model(self, shape: Any, options: dict[str, Any]) -> None:
+        from scheduling.bench import model
+
+        period = options["requeue_batch_period"]
+        if period is None:
+            period = model.KUEUE_REQUEUE_BATCH_SECONDS
+        if period < 0:
+            raise CommandError("--requeue-batch-period must not be negative")
+        if options["cycle_ms"] < 0:
+            raise CommandError("--cycle-ms must not be negative")
+        summary = model.run_model(shape, requeue_batch_seconds=period,
+                                  cycle_seconds=options["cycle_ms"] / 1000)
+        self.stdout.write(model.format_summary(summary))
+        self._write(summary, options["output"])
 
     def _engine(self, options: dict[str, Any]) -> None:
         cqs: int = options["cluster_queues"]
