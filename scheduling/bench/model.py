@@ -110,7 +110,6 @@ class _Event:
 class _Model:
     def __init__(self, shape: Shape, *, requeue_batch_seconds: float,
                  cycle_seconds: float) -> None:
-        self.shape = shape
         self.batch = requeue_batch_seconds
         self.cycle_cost = cycle_seconds
         cohorts, cqs = specs(shape)
@@ -119,7 +118,9 @@ class _Model:
         self.queues = QueueManager()
         for cohort in cohorts:
             self.queues.add_or_update_cohort(cohort.name)
+        # A shape's cohorts have no parent: a queue's cohort is the root of its tree.
         self.cohort_of = {cq.name: cq.cohort for cq in cqs}
+        self.a_member = {cq.cohort: cq.name for cq in cqs}
         for cq in cqs:
             self.queues.add_or_update_cluster_queue(cq)
             self.queues.add_or_update_local_queue(cq.name, cq.name, cq.name)
@@ -127,7 +128,7 @@ class _Model:
         self.events: list[_Event] = []
         self.seq = itertools.count()
         self.tracked: dict[str, _Tracked] = {}
-        self.requeue_due: dict[str | None, float] = {}  # root cohort -> when
+        self.requeue_due: set[str | None] = set()  # root cohorts with a requeue coming
         # (workload id, QuotaReserved | QuotaReleased, when), as the real run's Events.
         self.log: list[tuple[int, str, datetime]] = []
         self.cycles = 0
@@ -157,7 +158,7 @@ class _Model:
         self.log.append((t.id, "QuotaReleased", _EPOCH + timedelta(seconds=now)))
         root = self.cohort_of[t.cluster_queue]
         if root not in self.requeue_due:
-            self.requeue_due[root] = now + self.batch
+            self.requeue_due.add(root)
             self.push(now + self.batch, "requeue", root)
         return info
 
@@ -170,9 +171,9 @@ class _Model:
             t.finished = now
 
     def requeue(self, root: str | None, now: float) -> None:
-        del self.requeue_due[root]
-        members = [cq for cq, cohort in self.cohort_of.items() if cohort == root]
-        self.queues.queue_inadmissible_workloads(members[:1], now=now)
+        self.requeue_due.discard(root)
+        # The queue manager requeues the whole tree of the queue it is given.
+        self.queues.queue_inadmissible_workloads([self.a_member[root]], now=now)
 
     # --- the scheduler -------------------------------------------------------------------
 
@@ -208,7 +209,7 @@ class _Model:
             self.queues.add_or_update_workload(victim, now=done)
         return bool(result.admitted or result.preemption_targets)
 
-    def run(self, timeline: Iterator[Creation]) -> float:
+    def run(self, timeline: Iterator[Creation]) -> None:
         for creation in timeline:
             self.push(creation.at_ms / 1000, "create", creation)
         now = 0.0
@@ -231,7 +232,6 @@ class _Model:
             else:
                 self.requeue(event.payload, now)
             wanted = True
-        return now
 
 
 def run_model(shape: Shape, *, requeue_batch_seconds: float = KUEUE_REQUEUE_BATCH_SECONDS,
