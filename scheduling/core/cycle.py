@@ -640,7 +640,7 @@ class _Cycle:
         for t in targets:
             victims[t.info.key] = t.info
         with self.snapshot.simulate_usage_removal(victims.values()):
-            return all(max(0, available(cq, fr)) >= v for fr, v in usage.items())
+            return self._fits_now(cq, usage)
 
     @staticmethod
     def _fits_now(cq: ClusterQueueNode, usage: Mapping[FlavorResource, int]) -> bool:
