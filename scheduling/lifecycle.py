@@ -234,7 +234,14 @@ def _reserving(cluster_id: int) -> Any:
 
 
 def _not_evicted(queryset: Any) -> list[Workload]:
-    return [wl for wl in queryset if not cond.is_true(wl.conditions, "Evicted")]
+    """The workloads of ``queryset`` not being evicted, in name order (sorted here: see
+    ``snapshots.reserving_rows`` for why not in SQL)."""
+    return sorted((wl for wl in queryset.order_by() if not cond.is_true(wl.conditions, "Evicted")),
+                  key=_name_order)
+
+
+def _name_order(wl: Workload) -> tuple[str, str]:
+    return wl.namespace, wl.name
 
 
 def _evict_inactive(cluster_id: int, *, now: datetime, events: list[Event],
@@ -368,7 +375,8 @@ def _requeue_pending(cluster_id: int, *, now: datetime, events: list[Event],
         stop_policy=StopPolicy.NONE).values_list("name", flat=True))
     stopped_lqs = set(LocalQueue.objects.filter(cluster_id=cluster_id).exclude(
         stop_policy=StopPolicy.NONE).values_list("namespace", "name"))
-    for wl in parked.select_related("local_queue__cluster_queue"):
+    for wl in sorted(parked.select_related("local_queue__cluster_queue").order_by(),
+                     key=_name_order):
         requeued = cond.find(wl.conditions, "Requeued") or {}
         reason = str(requeued.get("reason", ""))
         new_reason, message = "", ""

@@ -277,8 +277,9 @@ def _start_jobs(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
     admitted = Workload.objects.filter(
         cluster=cluster, phase=WorkloadPhase.ADMITTED, active=True, cluster_name="",
         job__isnull=False, job__suspend=True,
-    ).select_related("job")
-    for wl in admitted:
+    ).select_related("job").order_by()
+    # Name order, sorted here: an ORDER BY steers SQLite to an index over the whole domain.
+    for wl in sorted(admitted, key=lambda wl: (wl.namespace, wl.name)):
         job = wl.job
         assert job is not None
         if cond.is_true(wl.conditions, "Evicted") or _job_finished(job):

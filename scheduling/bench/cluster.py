@@ -163,7 +163,7 @@ class SimulatedCluster(threading.Thread):
         """Admitted workloads not being evicted (a preempted one holds its quota a while)."""
         return cond.filter_by_condition(
             Workload.objects.filter(cluster_id=self.cluster_id, phase=WorkloadPhase.ADMITTED,
-                                    active=True, **lookups),
+                                    active=True, **lookups).order_by(),
             "Evicted", "True", present=False)
 
     def _start_admitted(self) -> None:
