@@ -392,8 +392,8 @@ def _shape(cluster_queue: str, row: Mapping[str, Any]) -> ParkedShape:
 def park_same_shapes(cluster_id: int, shapes: Sequence[ParkedShape],
                      cluster_queue_ids: Mapping[str, int]) -> int:
     """Park the other active pending workloads of each shape in its cluster queue (one
-    UPDATE per shape, on the queue-order index). They keep their conditions, as Kueue's bulk
-    move touches only its in-memory queue; the next requeue of the queue
+    UPDATE for all shapes, each term on the queue-order index). They keep their conditions,
+    as Kueue's bulk move touches only its in-memory queue; the next requeue of the queue
     (``queue_inadmissible_workloads``) brings them back."""
     if not shapes:
         return 0
@@ -403,14 +403,16 @@ def park_same_shapes(cluster_id: int, shapes: Sequence[ParkedShape],
             cluster_queue_id__in={cluster_queue_ids[s.cluster_queue] for s in shapes},
     ).values_list("pk", "cluster_queue_id"):
         local_queues.setdefault(cq_id, []).append(pk)
-    parked = 0
+    same_shape = Q()
     for shape in shapes:
-        parked += Workload.objects.filter(
+        same_shape |= Q(
             local_queue_id__in=local_queues.get(cluster_queue_ids[shape.cluster_queue], []),
-            phase=WorkloadPhase.PENDING, queue_state=QueueState.ACTIVE, preempting=False,
-            priority=shape.priority, active=True, pod_sets=shape.pod_sets_value,
-        ).update(queue_state=QueueState.INADMISSIBLE, resource_version=F("resource_version") + 1)
-    return parked
+            priority=shape.priority, pod_sets=shape.pod_sets_value,
+        )
+    return Workload.objects.filter(
+        same_shape, phase=WorkloadPhase.PENDING, queue_state=QueueState.ACTIVE,
+        preempting=False, active=True,
+    ).update(queue_state=QueueState.INADMISSIBLE, resource_version=F("resource_version") + 1)
 
 
 def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[dict[str, Any]]:
