@@ -732,8 +732,7 @@ def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
     evicted = cond.filter_by_condition(
         Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED), "Evicted", "True"
     ).filter(Q(job__isnull=True) | Q(job__suspend=True))
-    # Sorted here, not in SQL: an ORDER BY (even the default one) steers SQLite's planner
-    # to an index that reads every workload of the domain (see ``snapshots.reserving_rows``).
+    # Sorted here, not in SQL: see ``models.name_order``.
     rows = sorted(evicted.order_by().values(
         "id", "namespace", "name", "conditions", "resource_version", "cluster_queue_id",
         "active", "created_at", "requeue_at", "job_id"), key=lambda row: row["id"])

@@ -36,7 +36,7 @@ from scheduling import admission, bulk, metrics
 from scheduling import conditions as cond
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core import lifecycle as core
-from scheduling.models import ClusterQueue, Event, LocalQueue, Workload
+from scheduling.models import ClusterQueue, Event, LocalQueue, Workload, name_order
 from scheduling.snapshots import epoch as _epoch
 
 logger = logging.getLogger(__name__)
@@ -235,13 +235,9 @@ def _reserving(cluster_id: int) -> Any:
 
 def _not_evicted(queryset: Any) -> list[Workload]:
     """The workloads of ``queryset`` not being evicted, in name order (sorted here: see
-    ``snapshots.reserving_rows`` for why not in SQL)."""
+    ``models.name_order``)."""
     return sorted((wl for wl in queryset.order_by() if not cond.is_true(wl.conditions, "Evicted")),
-                  key=_name_order)
-
-
-def _name_order(wl: Workload) -> tuple[str, str]:
-    return wl.namespace, wl.name
+                  key=name_order)
 
 
 def _evict_inactive(cluster_id: int, *, now: datetime, events: list[Event],
@@ -376,7 +372,7 @@ def _requeue_pending(cluster_id: int, *, now: datetime, events: list[Event],
     stopped_lqs = set(LocalQueue.objects.filter(cluster_id=cluster_id).exclude(
         stop_policy=StopPolicy.NONE).values_list("namespace", "name"))
     for wl in sorted(parked.select_related("local_queue__cluster_queue").order_by(),
-                     key=_name_order):
+                     key=name_order):
         requeued = cond.find(wl.conditions, "Requeued") or {}
         reason = str(requeued.get("reason", ""))
         new_reason, message = "", ""

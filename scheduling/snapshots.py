@@ -18,7 +18,14 @@ from scheduling import core
 from scheduling.choices import WorkloadPhase
 from scheduling.core.lifecycle import counted_pods
 from scheduling.core.quantities import QuantityError, parse_quantity, quantity_to_int
-from scheduling.models import ClusterQueue, Cohort, FlavorQuota, ResourceFlavor, Workload
+from scheduling.models import (
+    ClusterQueue,
+    Cohort,
+    FlavorQuota,
+    ResourceFlavor,
+    Workload,
+    name_order,
+)
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
@@ -320,13 +327,7 @@ def _true_condition(conditions: Iterable[Mapping[str, Any]], type_: str) -> Mapp
 
 def reserving_rows(cluster_id: int) -> list[dict[str, Any]]:
     """values() rows of every active workload holding quota in the domain (one query), in
-    name order.
-
-    The order is applied here, not in SQL. With ``ORDER BY namespace, name`` (the model's
-    default ordering) SQLite, which has no statistics in embedded mode, prefers the unique
-    (cluster, namespace, name) index to avoid a sort and reads every workload of the domain,
-    finished ones included; without it, the (cluster, phase, ...) index reads only these rows.
-    """
+    name order (sorted here: see ``models.name_order``)."""
     rows = list(
         Workload.objects.filter(
             cluster_id=cluster_id,
@@ -334,5 +335,5 @@ def reserving_rows(cluster_id: int) -> list[dict[str, Any]]:
             active=True,  # Kueue's cache drops a deactivated workload's usage at once
         ).order_by().values(*RESERVING_FIELDS)
     )
-    rows.sort(key=lambda row: (row["namespace"], row["name"]))
+    rows.sort(key=name_order)
     return rows

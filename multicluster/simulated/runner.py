@@ -60,7 +60,7 @@ from scheduling import admission, elastic, jobs, lifecycle
 from scheduling import conditions as cond
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.quantities import quantity_to_int
-from scheduling.models import Event, Job, ResourceFlavor, Workload
+from scheduling.models import Event, Job, ResourceFlavor, Workload, name_order
 
 logger = logging.getLogger(__name__)
 
@@ -278,8 +278,7 @@ def _start_jobs(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
         cluster=cluster, phase=WorkloadPhase.ADMITTED, active=True, cluster_name="",
         job__isnull=False, job__suspend=True,
     ).select_related("job").order_by()
-    # Name order, sorted here: an ORDER BY steers SQLite to an index over the whole domain.
-    for wl in sorted(admitted, key=lambda wl: (wl.namespace, wl.name)):
+    for wl in sorted(admitted, key=name_order):  # sorted here: see name_order
         job = wl.job
         assert job is not None
         if cond.is_true(wl.conditions, "Evicted") or _job_finished(job):
