@@ -56,7 +56,8 @@ def insert(model: type[_M], objs: Sequence[_M], *, batch_size: int = BATCH_SIZE)
     are sent, as with ``bulk_create``.
     """
     meta = model._meta
-    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    # Columns the database computes (GeneratedField) are not written, as with bulk_create.
+    fields = [f for f in meta.concrete_fields if not f.primary_key and not f.generated]
     converters = [_converter(f) for f in fields]
     table = connection.ops.quote_name(meta.db_table)
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)

@@ -50,6 +50,7 @@ from scheduling.models import (
     ResourceFlavor,
     Workload,
     WorkloadPriorityClass,
+    examples,
 )
 from scheduling.validation import (
     FieldError,
@@ -1358,9 +1359,9 @@ def _nominal(queue: ClusterQueue) -> dict[tuple[str, str], int]:
 
 class _Holding:
     """Counts and usage per queue of the workloads holding quota in ``rows``, keyed by the
-    ``queue_field`` column. Counted in the database: rows are grouped by queue, phase and
-    admission (workloads of the same shape share one), so the Python side reads one row per
-    distinct admission rather than one per workload."""
+    ``queue_field`` column. Counted in the database per queue, phase and usage hash (the
+    ``workload_holding`` index; workloads of the same shape share one), and each hash's
+    admission is read once, rather than one row per workload."""
 
     def __init__(self, rows: models.QuerySet[Workload], queue_field: str) -> None:
         self.reserving: dict[int, int] = defaultdict(int)
@@ -1369,9 +1370,11 @@ class _Holding:
             lambda: defaultdict(int))
         self.admitted_usage: dict[int, dict[tuple[str, str], int]] = defaultdict(
             lambda: defaultdict(int))
-        groups = (rows.order_by().values_list(queue_field, "phase", "admission")
-                  .annotate(n=models.Count("*")))
-        for queue_id, phase, admission, n in groups:
+        groups = list(rows.order_by().values_list(queue_field, "phase", "usage_hash")
+                      .annotate(n=models.Count("*"), example=models.Min("id")))
+        held_by = examples("usage_hash", (group[-1] for group in groups), "admission")
+        for queue_id, phase, usage_hash, n, _ in groups:
+            admission = held_by[usage_hash]["admission"] if usage_hash in held_by else None
             self.reserving[queue_id] += n
             is_admitted = phase == WorkloadPhase.ADMITTED
             self.admitted[queue_id] += n if is_admitted else 0

@@ -53,7 +53,7 @@ from typing import Any, NamedTuple, Protocol, cast
 import redis
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Min
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -66,7 +66,14 @@ from prometheus_client.utils import floatToGoString
 from scheduling.choices import QueueState, StopPolicy, WorkloadPhase
 from scheduling.core.lifecycle import counted_pods
 from scheduling.core.quantities import parse_quantity
-from scheduling.models import ClusterQueue, Cohort, FlavorQuota, LocalQueue, Workload
+from scheduling.models import (
+    ClusterQueue,
+    Cohort,
+    FlavorQuota,
+    LocalQueue,
+    Workload,
+    examples,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -736,22 +743,26 @@ class _State:
                 status = "inadmissible"
             for counts in self._counts(cq_id, group["local_queue_id"]):
                 counts.pending[status] += group["n"]
-        # 2. Workloads holding quota: their admissions make the usage. Grouped in the
-        #    database on what usage depends on, so workloads of one shape are one row.
-        holding = Workload.objects.filter(
+        # 2. Workloads holding quota: their admissions make the usage. Counted in the
+        #    database per usage hash (the ``workload_holding`` index), so workloads of one
+        #    shape are one group, and what a hash holds is read from one of them.
+        holding = list(Workload.objects.filter(
             phase__in=(WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED), active=True
-        ).values("cluster_queue_id", "local_queue_id", "phase", "admission", "reclaimable_pods",
-                  "pod_sets").annotate(n=Count("*")).order_by()
+        ).values("cluster_queue_id", "local_queue_id", "phase", "usage_hash")
+            .annotate(n=Count("*"), example=Min("id")).order_by())
+        held_by = examples("usage_hash", (wl["example"] for wl in holding),
+                           "admission", "reclaimable_pods", "pod_sets")
         for wl in holding:
             n = wl["n"]
             is_admitted = wl["phase"] == WorkloadPhase.ADMITTED
             for counts in self._counts(wl["cluster_queue_id"], wl["local_queue_id"]):
                 counts.reserving += n
                 counts.admitted += n if is_admitted else 0
-            if wl["cluster_queue_id"] is None:
+            held = held_by.get(wl["usage_hash"])
+            if wl["cluster_queue_id"] is None or held is None:
                 continue
-            for flavor, resource, amount in _usage(wl["admission"], wl["reclaimable_pods"],
-                                                     wl["pod_sets"]):
+            for flavor, resource, amount in _usage(held["admission"], held["reclaimable_pods"],
+                                                     held["pod_sets"]):
                 key = (wl["cluster_queue_id"], flavor, resource)
                 self.reserved[key] += amount * n
                 if is_admitted:

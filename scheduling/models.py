@@ -10,10 +10,12 @@ workloads when a snapshot is built, as Kueue's cache does.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.functions import MD5, Cast, Concat
 
 from scheduling.choices import (
     BorrowWithinCohortPolicy,
@@ -287,6 +289,14 @@ class Workload(NamespacedObject):
     maximum_execution_time_seconds = models.PositiveIntegerField(null=True, blank=True)
     # [{"name": "main", "count": 3, "minCount": 2, "template": {...}}] as in Kueue.
     pod_sets = models.JSONField()
+    # Equal pod sets, equal hash: what pending workloads are grouped on (their demand per
+    # queue) without reading and comparing every row's pod sets. The database computes it,
+    # so every write path keeps it current. A grouping key only: equal pod sets written with
+    # their keys in another order (SQLite keeps the text) make two groups, never a wrong one.
+    pod_sets_hash = models.GeneratedField(
+        expression=MD5(Cast("pod_sets", models.TextField())),
+        output_field=models.CharField(max_length=32), db_persist=True,
+    )
     labels = models.JSONField(default=dict, blank=True)
     annotations = models.JSONField(default=dict, blank=True)
     job = models.ForeignKey(
@@ -330,6 +340,16 @@ class Workload(NamespacedObject):
     preempting = models.BooleanField(default=False, editable=False)
     nominated_cluster_names = models.JSONField(default=list, blank=True, editable=False)
     cluster_name = models.CharField(max_length=253, blank=True, editable=False)
+    # The quota a workload holds depends on its admission, reclaimable pods and pod sets
+    # only: equal hash, equal usage. Queue usage is summed per hash (a group per job
+    # template and flavor assignment), computed by the database as ``pod_sets_hash`` is.
+    usage_hash = models.GeneratedField(
+        expression=MD5(Concat(
+            Cast("admission", models.TextField()), Cast("reclaimable_pods", models.TextField()),
+            Cast("pod_sets", models.TextField()), output_field=models.TextField(),
+        )),
+        output_field=models.CharField(max_length=32), db_persist=True,
+    )
 
     class Meta:
         ordering = ["namespace", "name"]
@@ -351,11 +371,33 @@ class Workload(NamespacedObject):
                          name="workload_domain_phase_queues"),
             # ``?queueName=`` of the API within a domain, counted from the index alone.
             models.Index(fields=["cluster", "queue_name"], name="workload_domain_queue_name"),
+            # Pending workloads that count (active) per local queue, their queue state and
+            # pod sets: the pending counts and demand of the queue lists, the overview and
+            # /metrics read this small index only, not the rows.
+            # The id, last, is the example row of a group (MIN(id)).
+            models.Index(fields=["local_queue", "queue_state", "pod_sets_hash", "id"],
+                         condition=Q(phase=WorkloadPhase.PENDING, active=True),
+                         name="workload_pending"),
+            # Workloads holding quota per queue, phase and usage: the queues' usage and
+            # counts (lists, overview, /metrics) from this index and one row per hash.
+            models.Index(fields=["cluster_queue", "local_queue", "phase", "active", "usage_hash",
+                                 "id"],
+                         condition=Q(phase__in=[WorkloadPhase.QUOTA_RESERVED,
+                                                WorkloadPhase.ADMITTED]),
+                         name="workload_holding"),
             # The workload list's default order (newest first) without sorting the table.
             models.Index(fields=["created_at", "id"], name="workload_created"),
             models.Index(fields=["cluster_queue", "phase"], name="workload_cq_phase"),
             models.Index(fields=["requeue_at"], name="workload_requeue_at"),
         ]
+
+
+def examples(key: str, ids: Iterable[int], *fields: str) -> dict[str, dict[str, Any]]:
+    """``fields`` of one workload per ``key`` (``pod_sets_hash`` or ``usage_hash``), read from
+    the example rows ``ids`` of grouped counts (``MIN(id)`` per group): what equal hashes
+    share is read once, not once per workload."""
+    rows = Workload.objects.filter(pk__in=set(ids)).values(key, *fields)
+    return {row[key]: row for row in rows}
 
 
 def name_order(workload: Workload | dict[str, Any]) -> tuple[str, str]:

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Min, Q, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -47,7 +47,7 @@ from scheduling.core.resources import FlavorResource
 from scheduling.core.snapshot import Snapshot
 from scheduling.core.workloads import WorkloadInfo
 from scheduling.history import base_units
-from scheduling.models import ClusterQueue, LocalQueue, QueueUsageSample, Workload
+from scheduling.models import ClusterQueue, LocalQueue, QueueUsageSample, Workload, examples
 
 RESERVING = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 PAGE_SIZE = 50
@@ -221,30 +221,46 @@ def _pending_demand(
     cluster_id: int, cluster_queue_id: int | None = None,
 ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
     """Pending workloads per cluster queue name (of one queue if ``cluster_queue_id``), and
-    the sum of their requests per resource (engine units), from one grouped query."""
+    the sum of their requests per resource (engine units), in two queries.
+
+    The workloads are counted per queue and pod-sets hash from the ``workload_pending``
+    index alone; then the pod sets of one workload per hash are read (a job template's
+    workloads share them, so a backlog of thousands reads a handful of rows).
+    """
     counts: dict[str, int] = defaultdict(int)
     demand: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    rows = Workload.objects.filter(cluster_id=cluster_id, phase=WorkloadPhase.PENDING,
-                                   active=True, local_queue__isnull=False)
+    rows = Workload.objects.filter(local_queue__cluster_id=cluster_id,
+                                   phase=WorkloadPhase.PENDING, active=True)
     if cluster_queue_id is not None:
         rows = rows.filter(local_queue__cluster_queue_id=cluster_queue_id)
-    groups = (
-        rows.values("local_queue__cluster_queue__name", "pod_sets")
-        .annotate(n=Count("*"))
+    groups = list(
+        rows.values("local_queue__cluster_queue__name", "pod_sets_hash")
+        .annotate(n=Count("*"), example=Min("id"))
         .order_by()
     )
+    requests = {key: _requests(row["pod_sets"]) for key, row in examples(
+        "pod_sets_hash", (group["example"] for group in groups), "pod_sets").items()}
     for group in groups:
         name = group["local_queue__cluster_queue__name"]
         counts[name] += group["n"]
-        for pod_set in group["pod_sets"] or ():
-            try:
-                per_pod = snapshots.per_pod_requests(pod_set)
-            except (QuantityError, ValueError, TypeError, AttributeError):
-                continue
-            pods = int(pod_set.get("count", 1)) * group["n"]
-            for resource, amount in per_pod.items():
-                demand[name][resource] += amount * pods
+        for resource, amount in requests.get(group["pod_sets_hash"], {}).items():
+            demand[name][resource] += amount * group["n"]
     return counts, demand
+
+
+def _requests(pod_sets: Any) -> dict[str, int]:
+    """What one workload with ``pod_sets`` requests in all, per resource (engine units);
+    a pod set whose requests cannot be read counts for nothing."""
+    total: dict[str, int] = defaultdict(int)
+    for pod_set in pod_sets or ():
+        try:
+            per_pod = snapshots.per_pod_requests(pod_set)
+            pods = int(pod_set.get("count", 1))
+        except (QuantityError, ValueError, TypeError, AttributeError):
+            continue
+        for resource, amount in per_pod.items():
+            total[resource] += amount * pods
+    return total
 
 
 def _finished_counts(cluster_id: int, queue_ids: Mapping[str, int],
@@ -308,26 +324,31 @@ def _held_usage(cluster_id: int, cluster_queue_id: int | None = None,
     """What the workloads holding quota use, per cluster queue (or in one), as one synthetic
     workload per queue (its usage is the sum of theirs), and how many hold quota in each.
 
-    The rows are grouped in the database on what usage depends on (queue, admission,
-    reclaimable pods, pod sets): the workloads of one job template collapse to one group,
-    so thousands of admitted workloads cost a handful of rows. Usage per group is computed
+    The rows are counted in the database per queue and usage hash (what usage depends on:
+    admission, reclaimable pods, pod sets), from the ``workload_holding`` index: the
+    workloads of one job template collapse to one group, so thousands of admitted workloads
+    cost a handful of rows, and one row per hash is read. Usage per group is computed
     exactly as the snapshot computes it (``snapshots.admitted_workload``) and multiplied by
     the group's size.
     """
-    rows = Workload.objects.filter(cluster_id=cluster_id, phase__in=RESERVING, active=True)
+    rows = Workload.objects.filter(cluster_queue__cluster_id=cluster_id, phase__in=RESERVING,
+                                   active=True)
     if cluster_queue_id is not None:
         rows = rows.filter(cluster_queue_id=cluster_queue_id)
-    groups = (
-        rows.values("cluster_queue__name", "admission", "reclaimable_pods", "pod_sets")
-        .annotate(n=Count("*")).order_by()
+    groups = list(
+        rows.values("cluster_queue__name", "usage_hash")
+        .annotate(n=Count("*"), example=Min("id")).order_by()
     )
+    held_by = examples("usage_hash", (group["example"] for group in groups),
+                       "admission", "reclaimable_pods", "pod_sets")
     admitted: dict[str, int] = defaultdict(int)
     usage: dict[str, dict[FlavorResource, int]] = defaultdict(lambda: defaultdict(int))
     for group in groups:
         admitted[group["cluster_queue__name"] or ""] += group["n"]
-        if not group["admission"]:
+        example = held_by.get(group["usage_hash"])
+        if not example or not example["admission"]:
             continue
-        wl = snapshots.admitted_workload({**_GROUP_PLACEHOLDER, **group})
+        wl = snapshots.admitted_workload({**_GROUP_PLACEHOLDER, **example})
         assert wl.admission is not None
         held = usage[wl.admission.cluster_queue]
         for fr, value in WorkloadInfo(wl).usage.items():

@@ -402,6 +402,8 @@ def test_scrape_queries_do_not_grow_with_queues_or_workloads(
 ) -> None:
     cq = make_queue("cq-0", {"cpu": "100"})
     make_workload("w-0", "lq-cq-0", {"cpu": "1"})
+    _set(make_workload("a-0", "lq-cq-0", {"cpu": "1"}), phase=WorkloadPhase.ADMITTED,
+         cluster_queue=cq, admission=_admission(cq.name, 1, "1", "1Mi"))
 
     def count_queries() -> int:
         with CaptureQueriesContext(connection) as queries:
@@ -418,7 +420,7 @@ def test_scrape_queries_do_not_grow_with_queues_or_workloads(
                      admission=_admission(other.name, 1, "1", "1Mi"))
     _set(make_workload("f", "lq-cq-0", {"cpu": "1"}), phase=WorkloadPhase.FINISHED,
          cluster_queue=cq)
-    assert count_queries() == few == 9
+    assert count_queries() == few == 10
 
 
 # --- Several processes (production: PostgreSQL and Redis) ----------------------------------

@@ -94,6 +94,26 @@ def test_partials_return_the_same_regions(busy, ui) -> None:
     assert _attr(body, "bar-manager-team-a-default-cpu", "data-used") == "6"
 
 
+def test_overview_sums_shared_shapes_per_queue(busy, ui, make_workload, t0) -> None:
+    # Workloads of one shape in two queues: each queue's demand counts only its own, and
+    # admitted ones of one shape add up in usage (they are grouped on their hashes).
+    for index in range(3):
+        make_workload(f"same-b-{index}", "lq-team-b", {"cpu": "1"})
+    html = ui.get("/").content.decode()
+    assert _attr(html, "cq-manager-team-b", "data-pending") == "3"
+    # team-a: 2 × 3 cpu + 1 cpu (the same 1-cpu shape as team-b's) still waits.
+    demands = re.findall(r'data-resource="cpu" data-demand="(\d+)"', html)
+    assert sorted(demands) == ["3", "7"]
+
+    admission.run_admission_cycle(busy.pk, now=t0 + timedelta(seconds=1))
+    held = Workload.objects.filter(cluster=busy, phase__in=["QuotaReserved", "Admitted"])
+    used = sum(1 for w in held if w.queue_name == "lq-team-b")
+    assert used >= 2  # team-b has 2 cpu of its own left after lending to team-a
+    html = ui.get("/").content.decode()
+    assert _attr(html, "bar-manager-team-b-default-cpu", "data-used") == str(used)
+    assert _attr(html, "cq-manager-team-b", "data-admitted") == str(used)
+
+
 def test_overview_queries_do_not_grow_with_workloads(
     busy, ui, make_workload, django_assert_max_num_queries
 ) -> None:

@@ -1,0 +1,76 @@
+"""Columns the database computes: the pod-sets and usage hashes that queue counts group on."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, transaction
+
+from scheduling import bulk
+from scheduling.models import Workload, examples
+
+pytestmark = pytest.mark.django_db
+
+POD_SETS = [{"name": "main", "count": 2, "template": {"spec": {"containers": [
+    {"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]
+ADMISSION = {"clusterQueue": "cq", "podSetAssignments": [
+    {"name": "main", "count": 2, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "2"}}]}
+
+
+def _hashes(*workloads: Workload) -> list[tuple[str, str]]:
+    rows = dict(Workload.objects.filter(pk__in=[w.pk for w in workloads])
+                .values_list("pk", "pod_sets_hash"))
+    usage = dict(Workload.objects.filter(pk__in=[w.pk for w in workloads])
+                 .values_list("pk", "usage_hash"))
+    return [(rows[w.pk], usage[w.pk]) for w in workloads]
+
+
+def test_equal_pod_sets_share_a_hash_on_every_write_path(manager) -> None:
+    saved = Workload.objects.create(cluster=manager, namespace="ns", name="saved",
+                                    pod_sets=POD_SETS)
+    with transaction.atomic():
+        inserted, other = bulk.insert(Workload, [
+            Workload(cluster=manager, namespace="ns", name="inserted", pod_sets=POD_SETS),
+            Workload(cluster=manager, namespace="ns", name="other",
+                     pod_sets=[{**POD_SETS[0], "count": 3}]),
+        ])
+    (saved_ps, _), (inserted_ps, _), (other_ps, _) = _hashes(saved, inserted, other)
+    assert len(saved_ps) == 32
+    assert saved_ps == inserted_ps != other_ps
+
+    # An UPDATE of the pod sets (elastic scale-down writes them) moves the hash with them.
+    Workload.objects.filter(pk=other.pk).update(pod_sets=POD_SETS)
+    assert _hashes(other)[0][0] == saved_ps
+
+
+def test_usage_hash_follows_admission_and_reclaimable_pods(manager) -> None:
+    a, b = (Workload.objects.create(cluster=manager, namespace="ns", name=name,
+                                    pod_sets=POD_SETS) for name in ("a", "b"))
+    assert _hashes(a)[0][1] == _hashes(b)[0][1]  # pending, no admission: equal too
+
+    Workload.objects.filter(pk__in=[a.pk, b.pk]).update(admission=ADMISSION)
+    admitted = _hashes(a)[0][1]
+    assert _hashes(b)[0][1] == admitted
+    Workload.objects.filter(pk=b.pk).update(reclaimable_pods=[{"name": "main", "count": 1}])
+    assert _hashes(b)[0][1] != admitted
+
+
+def test_examples_reads_one_row_per_hash(manager) -> None:
+    first, second = (Workload.objects.create(cluster=manager, namespace="ns", name=name,
+                                             pod_sets=POD_SETS) for name in ("a", "b"))
+    found = examples("pod_sets_hash", [first.pk, second.pk], "pod_sets")
+    assert list(found.values())[0]["pod_sets"] == POD_SETS
+    assert len(found) == 1
+
+
+def test_pending_and_holding_indexes_are_partial() -> None:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT indexname, indexdef FROM pg_indexes "
+                           "WHERE indexname IN ('workload_pending', 'workload_holding')")
+        else:
+            cursor.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+                           "AND name IN ('workload_pending', 'workload_holding')")
+        found = dict(cursor.fetchall())
+    assert "WHERE" in found["workload_pending"]
+    assert "Pending" in found["workload_pending"]
+    assert "Admitted" in found["workload_holding"]
