@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -373,28 +372,24 @@ _BULK_PARK = (RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES)
 class ParkedShape:
     """Workloads of a cluster queue that would fail as a parked head did: the same
     priority and the same pod sets (a stricter match than Kueue's scheduling hash of
-    priority and pod-set shapes, so nothing is parked that Kueue would not park)."""
+    priority and pod-set shapes, so nothing is parked that Kueue would not park). Equal
+    pod sets are matched by their stored hash (``Workload.pod_sets_hash``)."""
 
     cluster_queue: str
     priority: int
-    pod_sets: str  # JSON, keys in the stored order (SQLite compares JSON text)
-
-    @property
-    def pod_sets_value(self) -> Any:
-        return json.loads(self.pod_sets)
+    pod_sets_hash: str
 
 
 def _shape(cluster_queue: str, row: Mapping[str, Any]) -> ParkedShape:
-    return ParkedShape(cluster_queue, row["priority"],
-                       json.dumps(row["pod_sets"], separators=(",", ":")))
+    return ParkedShape(cluster_queue, row["priority"], row["pod_sets_hash"])
 
 
 def park_same_shapes(cluster_id: int, shapes: Sequence[ParkedShape],
                      cluster_queue_ids: Mapping[str, int]) -> int:
     """Park the other active pending workloads of each shape in its cluster queue (one
-    UPDATE for all shapes, each term on the queue-order index). They keep their conditions,
-    as Kueue's bulk move touches only its in-memory queue; the next requeue of the queue
-    (``queue_inadmissible_workloads``) brings them back."""
+    UPDATE for all shapes, each term on the ``workload_pending`` index). They keep their
+    conditions, as Kueue's bulk move touches only its in-memory queue; the next requeue of
+    the queue (``queue_inadmissible_workloads``) brings them back."""
     if not shapes:
         return 0
     local_queues: dict[int, list[int]] = {}
@@ -407,7 +402,7 @@ def park_same_shapes(cluster_id: int, shapes: Sequence[ParkedShape],
     for shape in shapes:
         same_shape |= Q(
             local_queue_id__in=local_queues.get(cluster_queue_ids[shape.cluster_queue], []),
-            priority=shape.priority, pod_sets=shape.pod_sets_value,
+            priority=shape.priority, pod_sets_hash=shape.pod_sets_hash,
         )
     return Workload.objects.filter(
         same_shape, phase=WorkloadPhase.PENDING, queue_state=QueueState.ACTIVE,
@@ -430,7 +425,7 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
     """
     rows = list(Workload.objects.filter(pk__in=_head_ids(cluster_id, now=now,
                                                          per_queue=per_queue))
-                .values(*snapshots.WORKLOAD_FIELDS, "annotations",
+                .values(*snapshots.WORKLOAD_FIELDS, "annotations", "pod_sets_hash",
                         "local_queue__cluster_queue_id", "local_queue__cluster_queue__name"))
     rows.sort(key=lambda r: (r["local_queue__cluster_queue_id"], not r["preempting"],
                              -r["priority"], r["queued_at"] or r["created_at"], str(r["uid"])))
