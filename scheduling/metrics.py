@@ -768,8 +768,11 @@ class _State:
                 if is_admitted:
                     self.used[key] += amount * n
         # 3. Finished workloads count in the queue that admitted them, else their queue's.
+        #    Per domain, so that the (cluster, phase, ...) index answers it: SQLite scans
+        #    the table for ``phase`` alone (52 ms instead of 3 at 50,000 workloads).
         done = (
-            Workload.objects.filter(phase=WorkloadPhase.FINISHED)
+            Workload.objects.filter(cluster_id__in=list(self.clusters),
+                                    phase=WorkloadPhase.FINISHED)
             .values("cluster_queue_id", "local_queue_id").annotate(n=Count("*")).order_by()
         )
         for group in done:

@@ -25,7 +25,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='workload',
-            index=models.Index(condition=models.Q(('active', True), ('phase', 'Pending')), fields=['local_queue', 'queue_state', 'pod_sets_hash', 'id'], name='workload_pending'),
+            index=models.Index(condition=models.Q(('active', True), ('phase', 'Pending')), fields=['local_queue', 'phase', 'queue_state', 'pod_sets_hash', 'id'], name='workload_pending'),
         ),
         migrations.AddIndex(
             model_name='workload',

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection, transaction
+from django.db.models import Count, Min
 
 from scheduling import bulk
 from scheduling.models import Workload, examples
@@ -74,3 +75,19 @@ def test_pending_and_holding_indexes_are_partial() -> None:
     assert "WHERE" in found["workload_pending"]
     assert "Pending" in found["workload_pending"]
     assert "Admitted" in found["workload_holding"]
+
+
+def test_pending_counts_read_the_partial_index_on_sqlite() -> None:
+    # SQLite keeps no statistics in embedded mode: it picks an index by how many of its
+    # leading columns the query fixes, so workload_pending must fix as many as the
+    # queue-order index (local queue and phase) to be taken over it.
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL chooses by its statistics")
+    query = (Workload.objects.filter(local_queue__in=[1, 2], phase="Pending", active=True)
+             .order_by().values_list("local_queue_id", "pod_sets_hash")
+             .annotate(n=Count("*"), example=Min("id")))
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+    assert "workload_pending" in plan
