@@ -1374,7 +1374,7 @@ class _Holding:
                       .annotate(n=models.Count("*"), example=models.Min("id")))
         held_by = examples("usage_hash", (group[-1] for group in groups), "admission")
         for queue_id, phase, usage_hash, n, _ in groups:
-            admission = held_by[usage_hash]["admission"] if usage_hash in held_by else None
+            admission = held_by.get(usage_hash, {}).get("admission")
             self.reserving[queue_id] += n
             is_admitted = phase == WorkloadPhase.ADMITTED
             self.admitted[queue_id] += n if is_admitted else 0

@@ -373,10 +373,10 @@ class Workload(NamespacedObject):
             models.Index(fields=["cluster", "queue_name"], name="workload_domain_queue_name"),
             # Pending workloads that count (active) per local queue, their queue state and
             # pod sets: the pending counts and demand of the queue lists, the overview and
-            # /metrics read this small index only, not the rows.
-            # The id, last, is the example row of a group (MIN(id)). The phase, constant
-            # here, makes the index match ``local_queue = ? AND phase = ?`` as closely as
-            # ``workload_queue_order`` does: SQLite, without statistics, then takes it.
+            # /metrics read this small index only, not the rows. The id, last, is the
+            # example row of a group (MIN(id)). The phase, constant here, makes the index
+            # fix ``local_queue = ? AND phase = ?`` as ``workload_queue_order`` does, so that
+            # SQLite, which has no statistics to choose by, takes it.
             models.Index(fields=["local_queue", "phase", "queue_state", "pod_sets_hash", "id"],
                          condition=Q(phase=WorkloadPhase.PENDING, active=True),
                          name="workload_pending"),
