@@ -37,9 +37,16 @@ def _queue_order(cluster_queue: ClusterQueue) -> QuerySet[Workload, tuple[int, i
     )
 
 
+# What ``_item`` and ``why_pending`` read.
+_ITEM_FIELDS = ("name", "namespace", "created_at", "priority", "conditions", "queue_state",
+                "preempting", "queue_name", "local_queue__name", "job__name", "job__uid")
+
+
 def _load(positions: dict[int, tuple[int, int]]) -> list[Workload]:
-    """The rows of a page, in the order of their positions."""
-    rows = Workload.objects.filter(pk__in=positions).select_related("local_queue", "job")
+    """The rows of a page, in the order of their positions, with only the columns an item
+    shows (a row's other JSON columns and its job's manifest are most of its size)."""
+    rows = (Workload.objects.filter(pk__in=positions).select_related("local_queue", "job")
+            .only(*_ITEM_FIELDS))
     page = sorted(rows, key=lambda w: positions[w.pk])
     for wl in page:
         wl.position_in_cluster_queue, wl.position_in_local_queue = positions[wl.pk]  # type: ignore[attr-defined]

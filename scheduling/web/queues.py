@@ -596,9 +596,14 @@ def _pending_lq_page(lq: LocalQueue, number: int) -> PendingPage:
     return PendingPage(items, number, total)
 
 
+# What a row of the admitted table shows (``_admitted_queue_table.html``).
+_ADMITTED_FIELDS = ("name", "namespace", "phase", "active", "priority", "admission",
+                    "quota_reserved_at", "queue_name", "local_queue__name")
+
+
 def _admitted_page(workloads: Any, number: int) -> Page[Workload]:
-    query = workloads.filter(phase__in=RESERVING).select_related("local_queue").order_by(
-        "quota_reserved_at", "id")
+    query = (workloads.filter(phase__in=RESERVING).select_related("local_queue")
+             .only(*_ADMITTED_FIELDS).order_by("quota_reserved_at", "id"))
     return Paginator(query, PAGE_SIZE).get_page(number)
 
 
@@ -683,11 +688,15 @@ def _local_queue(cluster: str, namespace: str, name: str) -> LocalQueue:
 
 
 def _lq_summary_context(lq: LocalQueue) -> dict[str, Any]:
-    counts = Workload.objects.filter(local_queue=lq).aggregate(
-        pending=Count("id", filter=Q(phase=WorkloadPhase.PENDING, active=True)),
-        admitted=Count("id", filter=Q(phase__in=RESERVING, active=True)),
-        finished=Count("id", filter=Q(phase=WorkloadPhase.FINISHED)),
-    )
+    # Three counts, each answered from an index alone (workload_pending, workload_holding,
+    # workload_domain_phase_queues); one aggregate over the queue's rows read all of them,
+    # finished ones included, for ``active`` (9 ms against 1 at 4,000 workloads).
+    rows = Workload.objects.filter(local_queue=lq)
+    counts = {
+        "pending": rows.filter(phase=WorkloadPhase.PENDING, active=True).count(),
+        "admitted": rows.filter(phase__in=RESERVING, active=True).count(),
+        "finished": rows.filter(cluster=lq.cluster, phase=WorkloadPhase.FINISHED).count(),
+    }
     return {"lq": lq, "counts": counts}
 
 

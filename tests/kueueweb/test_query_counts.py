@@ -60,6 +60,7 @@ MAX_QUERIES = {
     "workload page: finished": 11,
     "job page": 9,
     "cluster queue page": 20,
+    "local queue page": 11,
     "cluster page": 11,
 }
 
