@@ -155,6 +155,23 @@ def test_cluster_queue_page_shows_quota_policies_and_pending_order(busy, ui) -> 
                                             "name": "lq-team-a"}) in html
 
 
+def test_admitted_rows_show_status_usage_and_reservation_time(busy, ui) -> None:
+    big = Workload.objects.get(name="big")
+    Workload.objects.filter(pk=big.pk).update(active=False)
+    url = reverse("ui-clusterqueue-admitted", kwargs={"cluster": "manager", "name": "team-a"})
+    html = ui.get(url).content.decode()
+    row = re.search(r'<tr data-workload="ns/big".*?</tr>', html, re.S)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0), re.S)
+    assert cells[1] == "lq-team-a"
+    assert cells[2] == f"{big.phase} (deactivated)"
+    assert "cpu: " in cells[5]
+    stamp = big.quota_reserved_at
+    assert stamp is not None
+    assert f'datetime="{stamp.isoformat().replace("+00:00", "Z")}"' in cells[6]
+    assert stamp.strftime("%Y-%m-%d %H:%M:%S") in cells[6]
+
+
 def test_cluster_queue_reason_after_a_cycle(busy, ui, t0) -> None:
     admission.run_admission_cycle(busy.pk, now=t0 + timedelta(seconds=1))
     url = reverse("ui-clusterqueue-pending", kwargs={"cluster": "manager", "name": "team-a"})
