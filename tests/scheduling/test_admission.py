@@ -343,6 +343,41 @@ def test_a_parked_head_parks_the_pending_workloads_of_its_shape(
     assert _reload(other).queue_state == QueueState.INADMISSIBLE
 
 
+def test_parking_shapes_reads_the_pending_index_for_every_shape(manager, make_queue,
+                                                               make_workload) -> None:
+    # One UPDATE parks every shape of a round, an OR with a term per shape. SQLite plans each
+    # term on its own: the terms must carry the pending index's conditions, or it takes the
+    # queue-order index on three columns and reads every active pending row of the queue for
+    # each shape (the large-scale benchmark's admission times doubled).
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    make_queue("a", {"cpu": "2"})
+    make_queue("b", {"cpu": "2"})
+    for queue in ("a", "b"):
+        for i in range(3):
+            make_workload(f"{queue}-{i}", f"lq-{queue}", {"cpu": "3"}, priority=i % 2)
+    rows = Workload.objects.order_by("pk").values("priority", "pod_sets_hash", "name")
+    shapes = [admission.ParkedShape(row["name"][0], row["priority"], row["pod_sets_hash"])
+              for row in rows]
+    ids = dict(ClusterQueue.objects.values_list("name", "pk"))
+
+    with CaptureQueriesContext(connection) as queries:
+        parked = admission.park_same_shapes(manager.pk, shapes, ids)
+
+    assert parked == 6
+    assert set(Workload.objects.values_list("queue_state", flat=True)) == {
+        QueueState.INADMISSIBLE}
+    if connection.vendor != "sqlite":
+        return  # PostgreSQL chooses by its statistics (a bitmap OR of index scans)
+    update = next(q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE"))
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + update)
+        searches = [row[-1] for row in cursor.fetchall() if "SEARCH" in str(row[-1])]
+    assert searches
+    assert all("workload_pending" in step and "pod_sets_hash=?" in step for step in searches)
+
+
 def test_a_preemption_in_one_cohort_does_not_end_the_round_of_another(
     manager, make_queue, make_workload
 ) -> None:
