@@ -32,6 +32,7 @@ from scheduling.bench.report import (
     queue_limits,
     replay,
     usage_percent_per_class,
+    work_weighted_mean,
 )
 from scheduling.bench.shape import Creation, Shape
 from scheduling.core import (
@@ -272,6 +273,9 @@ def run_model(shape: Shape, *, requeue_batch_seconds: float = KUEUE_REQUEUE_BATC
         "quotaViolations": len(checked.violations),
         "violations": checked.violations[:20],
         "classes": classes,
+        "workWeightedTimeToAdmissionMs": work_weighted_mean(
+            (t.creation.template.request_milli * t.creation.template.runtime_ms,
+             (t.reserved - t.created) * 1000) for t in tracked if t.reserved is not None),
         "clusterQueueUsagePercent": usage_percent_per_class(limits, checked.used_milli_ms,
                                                             wall_ms),
         "model": {"requeueBatchPeriodSeconds": requeue_batch_seconds,

@@ -18,7 +18,8 @@ from datetime import datetime
 from typing import Any
 
 from scheduling import conditions as cond
-from scheduling.bench.shape import CLASS_LABEL, Shape
+from scheduling.bench.bounds import lower_bounds, work_weighted
+from scheduling.bench.shape import CLASS_LABEL, RUNNING_TIME_LABEL, Shape
 from scheduling.choices import WorkloadPhase
 from scheduling.models import Event, Workload
 
@@ -124,6 +125,7 @@ def summarize(
     class_of: dict[int, str] = {}
     per_class: dict[str, dict[str, list[float]]] = defaultdict(
         lambda: {"admission": [], "finish": []})
+    waits: list[tuple[float, float]] = []  # (work, time to admission) per admitted workload
     first_created: datetime | None = None
     last_finished: datetime | None = None
     finished = 0
@@ -132,8 +134,10 @@ def summarize(
         klass = class_of[workload_id] = (labels or {}).get(CLASS_LABEL, "")
         first_created = created if first_created is None else min(first_created, created)
         if reserved is not None:
-            per_class[klass]["admission"].append(
-                max((reserved - created).total_seconds() * 1000, 0.0))
+            wait_ms = max((reserved - created).total_seconds() * 1000, 0.0)
+            per_class[klass]["admission"].append(wait_ms)
+            runtime_ms = int((labels or {}).get(RUNNING_TIME_LABEL, 0) or 0)
+            waits.append((usage[workload_id][1] * runtime_ms, wait_ms))
         done_at = cond.transition_time(conditions, "Finished")
         if phase == WorkloadPhase.FINISHED and done_at is not None:
             finished += 1
@@ -172,6 +176,7 @@ def summarize(
         "quotaViolations": len(checked.violations),
         "violations": checked.violations[:20],
         "classes": classes,
+        "workWeightedTimeToAdmissionMs": work_weighted_mean(waits),
         "clusterQueueUsagePercent": usage_percent,
         "process": dict(process),
     }
@@ -193,6 +198,16 @@ def class_figures(count: int, admission_ms: Sequence[float], finish_ms: Sequence
         "averageTimeToFinishMs": round(sum(finish_ms) / max(len(finish_ms), 1)),
         "totalEvictions": evictions,
     }
+
+
+def work_weighted_mean(waits: Iterable[tuple[float, float]]) -> int:
+    """Σ work × time to admission / Σ work over (work, time to admission) pairs, in ms: the
+    measure ``bounds`` gives a floor for (work = cpu × run time)."""
+    total = weighted = 0.0
+    for work, wait_ms in waits:
+        total += work
+        weighted += work * wait_ms
+    return round(weighted / total) if total else 0
 
 
 def usage_percent_per_class(limits: Mapping[str, QueueLimits],
@@ -232,6 +247,13 @@ def measure_lines(summary: Mapping[str, Any]) -> list[str]:
             f"{c['p90TimeToAdmissionMs']}ms p99 {c['p99TimeToAdmissionMs']}ms"
             + (f" (Kueue's avg is {ratio}x)" if ratio else "")
             + f", to finish avg {c['averageTimeToFinishMs']}ms, evictions {c['totalEvictions']}")
+    weighted = comparison.get("workWeightedTimeToAdmissionMs")
+    if weighted:
+        lines.append(
+            f"  time to admission weighted by work (cpu x run time): ours "
+            f"{weighted['ours'] / 1000:.1f}s"
+            + (f", Kueue's {weighted['kueue'] / 1000:.1f}s" if weighted.get("kueue") else "")
+            + f"; no schedule can go under {weighted['lowerBound'] / 1000:.1f}s")
     usage = ", ".join(f"{k} {v}%" for k, v in summary["clusterQueueUsagePercent"].items())
     lines.append(f"  cluster queue usage: {usage}")
     return lines
@@ -246,10 +268,22 @@ def _cpu_milli(pod_sets: Sequence[Mapping[str, Any]]) -> int:
 def comparison(shape: Shape, summary: Mapping[str, Any]) -> dict[str, Any]:
     """Ratios to Kueue's figures and to the lower bound of the shape."""
     wall = summary["wallMs"]
-    result: dict[str, Any] = {}
+    bounds = lower_bounds(shape)
+    result: dict[str, Any] = {"wallFromWorkMs": round(bounds.wall_ms)}
     if shape.lower_bound_wall_ms:
         result["lowerBoundWallMs"] = shape.lower_bound_wall_ms
         result["wallOverLowerBound"] = round(wall / shape.lower_bound_wall_ms, 3)
+    if "workWeightedTimeToAdmissionMs" in summary:
+        weighted: dict[str, Any] = {
+            "ours": summary["workWeightedTimeToAdmissionMs"],
+            "lowerBound": round(bounds.min_work_weighted_time_to_admission_ms),
+        }
+        if shape.kueue is not None and bounds.classes_uniform:
+            kueue = work_weighted(shape.kueue.average_time_to_admission_ms,
+                                  bounds.work_by_class)
+            if kueue is not None:
+                weighted["kueue"] = round(kueue)
+        result["workWeightedTimeToAdmissionMs"] = weighted
     if shape.kueue is not None:
         result["kueueWallMs"] = shape.kueue.wall_ms
         result["kueueWallOverOurs"] = round(shape.kueue.wall_ms / wall, 2) if wall else None
