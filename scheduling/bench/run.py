@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 import resource
+import secrets
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
+from django.test.utils import override_settings
 
 from scheduling.apply import apply_manifests
 from scheduling.bench.cluster import Generator, SimulatedCluster
@@ -111,7 +113,7 @@ class Workers:
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="kueueweb-bench-")))
 
     def start(self, count: int) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **production_environment(os.environ)}
         celery = [sys.executable, "-m", "celery", "-A", "kueueweb"]
         for index in range(count):
             self._spawn(f"worker{index + 1}", [*celery, "worker", "--concurrency", "1",
@@ -143,6 +145,20 @@ class Workers:
                 proc.wait(timeout=10)
 
 
+def production_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What the workers need to run as production does, with DEBUG off: the deployment's
+    secrets when it has them, else throwaway ones (a benchmark stores no session or
+    kubeconfig that must outlive it)."""
+    from cryptography.fernet import Fernet
+
+    env = {"DEBUG": "false"}
+    if not (environ.get("SECRET_KEY") or environ.get("SECRET_KEY_FILE")):
+        env["SECRET_KEY"] = secrets.token_urlsafe(50)
+    if not (environ.get("KUEUEWEB_ENCRYPTION_KEY") or environ.get("KUEUEWEB_ENCRYPTION_KEY_FILE")):
+        env["KUEUEWEB_ENCRYPTION_KEY"] = Fernet.generate_key().decode()
+    return env
+
+
 def purge_broker() -> None:
     """Drop tasks a previous run left in the broker: they name objects that are gone."""
     from kueueweb.celery import app
@@ -158,7 +174,18 @@ def run(
     progress_seconds: float = 5.0,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Run the benchmark; returns the summary. Raises BenchError."""
+    """Run the benchmark; returns the summary. Raises BenchError.
+
+    It measures what production runs: DEBUG off, here and in the workers. With DEBUG on,
+    Django's debug cursor records every statement, and on SQLite renders each one's
+    parameters through one more query (a tenth of the admission loop's time)."""
+    with override_settings(DEBUG=False):
+        return _run(shape, workers=workers, timeout_seconds=timeout_seconds,
+                    progress_seconds=progress_seconds, log=log)
+
+
+def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds: float,
+         log: Callable[[str], None]) -> dict[str, Any]:
     mode = "production" if settings.RECONCILER_MODE == "celery" else "embedded"
     if mode == "embedded" and not os.environ.get("DATABASE_URL"):
         path = use_scratch_sqlite()
@@ -212,6 +239,7 @@ def run(
         }
     return summarize(shape, cluster_id, mode=mode, process=process, extra={
         "database": db["ENGINE"].rsplit(".", 1)[-1],
+        "debug": settings.DEBUG,
         "generator": {"requests": generator.stats.requests,
                       "maxLagMs": round(generator.stats.max_lag_ms)},
         "simulatedCluster": {"runsStarted": cluster.stats.started,

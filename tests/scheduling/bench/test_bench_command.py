@@ -52,6 +52,7 @@ def test_bench_scheduler_admits_runs_and_finishes_every_workload(tmp_path: Path)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads(output.read_text())
     assert summary["mode"] == "embedded"
+    assert summary["debug"] is False  # measured as production runs, whatever DEBUG says
     assert summary["workloads"] == summary["finished"] == summary["expectedWorkloads"] == 96
     assert summary["quotaViolations"] == 0
     assert summary["admissions"] >= 96
@@ -60,6 +61,12 @@ def test_bench_scheduler_admits_runs_and_finishes_every_workload(tmp_path: Path)
     assert summary["wallMs"] > 0
     assert 0 < summary["clusterQueueUsagePercent"]["cq"] <= 100
     assert summary["comparison"]["kueueAverageTimeToAdmissionOverOurs"]["large"] > 0
+    # What the run measured can never beat what the work alone allows.
+    weighted = summary["comparison"]["workWeightedTimeToAdmissionMs"]
+    assert weighted["ours"] == summary["workWeightedTimeToAdmissionMs"]
+    assert weighted["ours"] >= weighted["lowerBound"]
+    assert summary["wallMs"] >= summary["comparison"]["wallFromWorkMs"] > 0
     # The progress and the summary lines an operator reads.
     assert "summary: small in embedded mode" in done.stdout
     assert "time to admission avg" in done.stdout
+    assert "no schedule can go under" in done.stdout
