@@ -48,7 +48,14 @@ from scheduling.core.snapshot import Snapshot
 from scheduling.core.types import Admission, FairSharingStrategy, QueueingStrategy
 from scheduling.core.workloads import AssignmentState, WorkloadInfo
 from scheduling.locks import acquire_or_defer, new_holder_id, release, still_held
-from scheduling.models import AdmissionLease, ClusterQueue, Event, LocalQueue, Workload
+from scheduling.models import (
+    AdmissionLease,
+    ClusterQueue,
+    Event,
+    LocalQueue,
+    ParkedShape,
+    Workload,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +202,7 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
         reserved = bulk.update_versioned(Workload, [change for _, _, change in reservations],
                                          where={"phase": WorkloadPhase.PENDING, "active": True})
         bulk.update_versioned(Workload, writes, where={"phase": WorkloadPhase.PENDING})
-        park_same_shapes(cluster_id, result.bulk_parked, specs.cluster_queue_ids)
+        park_same_shapes(cluster_id, result.bulk_parked, specs.cluster_queue_ids, now=now)
         for row, head, change in reservations:
             if row["id"] in reserved:
                 _quota_reserved(cluster_id, row, head, change, now=now, events=events)
@@ -248,7 +255,7 @@ class Rounds:
     cycles: int
     heads: int
     last_cycle: int
-    bulk_parked: list[ParkedShape] = field(default_factory=list)
+    bulk_parked: list[BulkMove] = field(default_factory=list)
 
 
 def run_cycles(
@@ -276,7 +283,7 @@ def run_cycles(
     In the queues named in ``bulk_park`` (BestEffortFIFO), a head parked for NoFit or
     PreemptionNoCandidates parks every pending workload of the same shape with it (Kueue's
     scheduling-equivalence hashing): later candidates of that shape are skipped here and
-    ``Rounds.bulk_parked`` names the shapes for ``park_same_shape``.
+    ``Rounds.bulk_parked`` names the shapes for ``park_same_shapes``.
     """
     queues: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
@@ -287,7 +294,8 @@ def run_cycles(
                   for r in rows}
     items_by_key = {f"{r['namespace']}/{r['name']}": r for r in rows}
     final: dict[str, HeadResult] = {}
-    parked_shapes: dict[str, set[ParkedShape]] = {}
+    parked_shapes: dict[str, set[SchedulingShape]] = {}
+    moves: list[BulkMove] = []
     targets: tuple[PreemptionTarget, ...] = ()
     cycle, cycles, heads_seen = first_cycle, 0, 0
     policy, epoch_now = cycle_policy(), snapshots.epoch(now)
@@ -341,9 +349,11 @@ def run_cycles(
                 position[head.cluster_queue] += 1
                 changed.add(tree[head.cluster_queue])
                 if head.cluster_queue in bulk_park and head.requeue_reason in _BULK_PARK:
-                    row = items_by_key[head.key]
-                    parked_shapes.setdefault(head.cluster_queue, set()).add(
-                        _shape(head.cluster_queue, row))
+                    shape = _shape(head.cluster_queue, items_by_key[head.key])
+                    if shape not in parked_shapes.setdefault(head.cluster_queue, set()):
+                        parked_shapes[head.cluster_queue].add(shape)
+                        moves.append(BulkMove(shape, head.quota_reserved_reason or "Pending",
+                                              head.message))
             elif head.last_assignment != assignment[head.key]:
                 changed.add(tree[head.cluster_queue])
             assignment[head.key] = head.last_assignment
@@ -359,8 +369,7 @@ def run_cycles(
                       or h.requeue_reason is RequeueReason.PENDING_PREEMPTION)
         frozen.update(tree[h.cluster_queue] for h in heads if tree[h.cluster_queue] not in changed)
     return Rounds(results=list(final.values()), preemption_targets=targets, cycles=cycles,
-                  heads=heads_seen, last_cycle=cycle,
-                  bulk_parked=[shape for shapes in parked_shapes.values() for shape in shapes])
+                  heads=heads_seen, last_cycle=cycle, bulk_parked=moves)
 
 
 # Requeue reasons that park every workload of the head's shape with it (Kueue
@@ -369,7 +378,7 @@ _BULK_PARK = (RequeueReason.NO_FIT, RequeueReason.PREEMPTION_NO_CANDIDATES)
 
 
 @dataclass(frozen=True)
-class ParkedShape:
+class SchedulingShape:
     """Workloads of a cluster queue that would fail as a parked head did: the same
     priority and the same pod sets (a stricter match than Kueue's scheduling hash of
     priority and pod-set shapes, so nothing is parked that Kueue would not park). Equal
@@ -380,37 +389,35 @@ class ParkedShape:
     pod_sets_hash: str
 
 
-def _shape(cluster_queue: str, row: Mapping[str, Any]) -> ParkedShape:
-    return ParkedShape(cluster_queue, row["priority"], row["pod_sets_hash"])
+@dataclass(frozen=True)
+class BulkMove:
+    """A shape parked by a round, with the reason and message of the head that parked it."""
+
+    shape: SchedulingShape
+    reason: str
+    message: str
 
 
-def park_same_shapes(cluster_id: int, shapes: Sequence[ParkedShape],
-                     cluster_queue_ids: Mapping[str, int]) -> int:
-    """Park the other active pending workloads of each shape in its cluster queue (one
-    UPDATE for all shapes, each term on the ``workload_pending`` index). They keep their
-    conditions, as Kueue's bulk move touches only its in-memory queue; the next requeue of
-    the queue (``queue_inadmissible_workloads``) brings them back."""
-    if not shapes:
-        return 0
-    local_queues: dict[int, list[int]] = {}
-    for pk, cq_id in LocalQueue.objects.filter(
-            cluster_id=cluster_id,
-            cluster_queue_id__in={cluster_queue_ids[s.cluster_queue] for s in shapes},
-    ).values_list("pk", "cluster_queue_id"):
-        local_queues.setdefault(cq_id, []).append(pk)
-    # Every term repeats the partial index's conditions (pending, active) and its keys: SQLite
-    # plans each term of an OR on its own, and with those conditions outside the OR it took
-    # the queue-order index on (local queue, phase, queue state) and read every active
-    # pending row of the queue for each shape (large-scale benchmark: 88 s -> 121 s).
-    same_shape = Q()
-    for shape in shapes:
-        same_shape |= Q(
-            local_queue_id__in=local_queues.get(cluster_queue_ids[shape.cluster_queue], []),
-            phase=WorkloadPhase.PENDING, active=True, queue_state=QueueState.ACTIVE,
-            pod_sets_hash=shape.pod_sets_hash, priority=shape.priority,
-        )
-    return Workload.objects.filter(same_shape, preempting=False).update(
-        queue_state=QueueState.INADMISSIBLE, resource_version=F("resource_version") + 1)
+def _shape(cluster_queue: str, row: Mapping[str, Any]) -> SchedulingShape:
+    return SchedulingShape(cluster_queue, row["priority"], row["pod_sets_hash"])
+
+
+def park_same_shapes(cluster_id: int, moves: Sequence[BulkMove],
+                     cluster_queue_ids: Mapping[str, int], *, now: datetime) -> None:
+    """Park the other pending workloads of each shape in its cluster queue: one row per
+    shape (``ParkedShape``), which head selection skips until the queue's next requeue
+    (``queue_inadmissible_workloads``) deletes it. The workloads themselves are not
+    written: they keep their conditions, as Kueue's bulk move touches only its in-memory
+    queue. A shape parked already keeps its first reason (one row, and no write)."""
+    if not moves:
+        return
+    ParkedShape.objects.bulk_create(
+        [ParkedShape(cluster_queue_id=cluster_queue_ids[move.shape.cluster_queue],
+                     priority=move.shape.priority, pod_sets_hash=move.shape.pod_sets_hash,
+                     reason=move.reason, message=move.message, parked_at=now)
+         for move in moves],
+        ignore_conflicts=True,
+    )
 
 
 def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[dict[str, Any]]:
@@ -445,14 +452,19 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
 def _head_ids(cluster_id: int, *, now: datetime, per_queue: int) -> list[int]:
     """The ids of the first ``per_queue`` candidates of every running local queue of the
     domain: one index range scan per local queue (PostgreSQL: a LATERAL join; SQLite: a
-    correlated ``IN`` that it runs once per local queue)."""
+    correlated ``IN`` that it runs once per local queue). Workloads of a parked shape of
+    their cluster queue are passed over, except the sticky preemptor."""
     quote = connection.ops.quote_name
-    workloads, local_queues = (quote(Workload._meta.db_table),
-                               quote(LocalQueue._meta.db_table))
+    workloads, local_queues, parked = (quote(Workload._meta.db_table),
+                                       quote(LocalQueue._meta.db_table),
+                                       quote(ParkedShape._meta.db_table))
     candidates = (
         f"SELECT w.id FROM {workloads} w WHERE w.local_queue_id = lq.id AND w.phase = %s "
         "AND w.queue_state = %s AND w.active = %s "
         "AND (w.requeue_at IS NULL OR w.requeue_at <= %s) "
+        f"AND (w.preempting OR NOT EXISTS (SELECT 1 FROM {parked} p "
+        "WHERE p.cluster_queue_id = lq.cluster_queue_id AND p.priority = w.priority "
+        "AND p.pod_sets_hash = w.pod_sets_hash)) "
         "ORDER BY w.preempting DESC, w.priority DESC, w.queued_at ASC, w.uid ASC LIMIT %s"
     )
     requeue_at = Workload._meta.get_field("requeue_at")
@@ -918,14 +930,20 @@ def cohort_tree_queue_ids(cluster_id: int, cluster_queue_ids: Iterable[int]) -> 
 def queue_inadmissible_workloads(
     cluster_id: int, cluster_queue_ids: Iterable[int] | None, *, now: datetime
 ) -> int:
-    """Move parked workloads back to their queues' heaps; None means every queue."""
+    """Move parked workloads back to their queues' heaps (Kueue's
+    QueueInadmissibleWorkloads): the queues' parked shapes are dropped, and workloads parked
+    one by one become active again. None means every queue; otherwise the cohort trees of
+    the given queues. Returns how many workloads were parked one by one."""
     parked = Workload.objects.filter(
         cluster_id=cluster_id, phase=WorkloadPhase.PENDING,
         queue_state=QueueState.INADMISSIBLE,
     ).filter(Q(requeue_at__isnull=True) | Q(requeue_at__lte=now))
+    shapes = ParkedShape.objects.filter(cluster_queue__cluster_id=cluster_id)
     if cluster_queue_ids is not None:
         tree = cohort_tree_queue_ids(cluster_id, cluster_queue_ids)
         parked = parked.filter(local_queue__cluster_queue_id__in=tree)
+        shapes = ParkedShape.objects.filter(cluster_queue_id__in=tree)
+    shapes.delete()
     # Workloads still backing off (Requeued=False) stay parked: the lifecycle reconciler
     # flips them when their back-off ends.
     parked = cond.filter_by_condition(parked, "Requeued", "False", present=False)

@@ -53,7 +53,7 @@ from typing import Any, NamedTuple, Protocol, cast
 import redis
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Min
+from django.db.models import Count, Exists, Min, OuterRef
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -71,6 +71,7 @@ from scheduling.models import (
     Cohort,
     FlavorQuota,
     LocalQueue,
+    ParkedShape,
     Workload,
     examples,
 )
@@ -735,8 +736,25 @@ class _State:
             )
             .values("local_queue_id", "queue_state").annotate(n=Count("*")).order_by()
         )
+        # Active workloads of a parked shape wait in the inadmissible set (Kueue's bulk move).
+        behind_shapes = dict(
+            Workload.objects.filter(
+                phase=WorkloadPhase.PENDING, active=True, queue_state=QueueState.ACTIVE,
+                preempting=False, local_queue__isnull=False,
+            ).filter(Exists(ParkedShape.objects.filter(
+                cluster_queue_id=OuterRef("local_queue__cluster_queue_id"),
+                priority=OuterRef("priority"), pod_sets_hash=OuterRef("pod_sets_hash"),
+            ))).values("local_queue_id").annotate(n=Count("*")).order_by()
+            .values_list("local_queue_id", "n")
+        )
         for group in pending:
             cq_id = lq_cq.get(group["local_queue_id"])
+            if group["queue_state"] == QueueState.ACTIVE:
+                moved = behind_shapes.get(group["local_queue_id"], 0)
+                if moved:
+                    for counts in self._counts(cq_id, group["local_queue_id"]):
+                        counts.pending["inadmissible"] += moved
+                    group["n"] -= moved
             status = "active" if group["queue_state"] == QueueState.ACTIVE else "inadmissible"
             # Kueue counts every pending workload of an inactive queue as inadmissible.
             if self.status.get(cq_id or 0) != "active":

@@ -175,6 +175,40 @@ class ClusterQueue(DomainObject):
         ]
 
 
+class ParkedShape(models.Model):
+    """Pending workloads of one shape that a cluster queue skips until its next requeue.
+
+    A head of this priority and these pod sets did not fit (NoFit) or found nothing to
+    preempt, so in a BestEffortFIFO queue every other workload of its shape would fail the
+    same way. Kueue keeps this per ClusterQueue in memory (``hashToBulkMoveReason``,
+    scheduling-equivalence hashing): the heap's workloads of the hash move to the
+    inadmissible set, a workload of that hash that arrives later goes straight there, and
+    ``QueueInadmissibleWorkloads`` clears it. One row per shape makes the bulk move and the
+    requeue one-row writes, however many workloads share the shape; head selection skips the
+    shape's workloads, except the queue's sticky preemptor. Written by the admission
+    reconciler only."""
+
+    cluster_queue = models.ForeignKey(
+        ClusterQueue, on_delete=models.CASCADE, related_name="parked_shapes"
+    )
+    priority = models.IntegerField()
+    pod_sets_hash = models.CharField(max_length=32)
+    # The QuotaReserved reason and message of the head that was parked: why the others of its
+    # shape wait (Kueue's GetNoFitReason for the visibility API).
+    reason = models.CharField(max_length=64)
+    message = models.TextField(blank=True)
+    parked_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster_queue", "priority", "pod_sets_hash"],
+                                    name="parkedshape_unique_shape"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_queue_id}: priority {self.priority}, pod sets {self.pod_sets_hash}"
+
+
 class FlavorQuota(models.Model):
     """One (flavor, resource) quota of a resource group of a cluster queue or a cohort.
 

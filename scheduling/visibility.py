@@ -16,7 +16,7 @@ from django.db.models import F, Q, QuerySet
 
 from scheduling.choices import QueueState, StopPolicy, WorkloadPhase
 from scheduling.conditions import find, timestamp
-from scheduling.models import ClusterQueue, LocalQueue, Workload
+from scheduling.models import ClusterQueue, LocalQueue, ParkedShape, Workload
 
 QUEUE_ORDER = [F("preempting").desc(), F("priority").desc(), F("queued_at").asc(), F("uid").asc()]
 DEFAULT_LIMIT = 1000
@@ -39,7 +39,8 @@ def _queue_order(cluster_queue: ClusterQueue) -> QuerySet[Workload, tuple[int, i
 
 # What ``_item`` and ``why_pending`` read.
 _ITEM_FIELDS = ("name", "namespace", "created_at", "priority", "conditions", "queue_state",
-                "preempting", "queue_name", "local_queue__name", "job__name", "job__uid")
+                "preempting", "pod_sets_hash", "queue_name", "local_queue__name", "job__name",
+                "job__uid")
 
 
 def _load(positions: dict[int, tuple[int, int]]) -> list[Workload]:
@@ -88,7 +89,8 @@ def pending_in_cluster_queue(
         seen_in_queue[lq_id] += 1
         if position >= offset:
             positions[pk] = (position + 1, seen_in_queue[lq_id])
-    return [_item(wl, cluster_queue) for wl in _load(positions)]
+    parked = parked_shapes(cluster_queue)
+    return [_item(wl, cluster_queue, parked) for wl in _load(positions)]
 
 
 def pending_in_local_queue(
@@ -108,18 +110,39 @@ def pending_in_local_queue(
         if offset <= seen_in_queue:
             positions[pk] = (position + 1, seen_in_queue + 1)
         seen_in_queue += 1
-    return [_item(wl, cq) for wl in _load(positions)]
+    parked = parked_shapes(cq)
+    return [_item(wl, cq, parked) for wl in _load(positions)]
 
 
-def why_pending(workload: Workload, cluster_queue: ClusterQueue, ahead: int) -> str:
+def parked_shapes(cluster_queue: ClusterQueue) -> dict[tuple[int, str], ParkedShape]:
+    """The cluster queue's parked shapes by (priority, pod sets hash)."""
+    return {(shape.priority, shape.pod_sets_hash): shape
+            for shape in ParkedShape.objects.filter(cluster_queue=cluster_queue)}
+
+
+def parked_shape_of(workload: Workload,
+                    shapes: dict[tuple[int, str], ParkedShape]) -> ParkedShape | None:
+    """The parked shape the workload waits behind, if any (the sticky preemptor never
+    does)."""
+    if workload.preempting:
+        return None
+    return shapes.get((workload.priority, workload.pod_sets_hash))
+
+
+def why_pending(workload: Workload, cluster_queue: ClusterQueue, ahead: int,
+                parked: ParkedShape | None = None) -> str:
     """A sentence an operator understands: the scheduler's own message when it has tried
-    the workload, otherwise its place in the line."""
+    the workload, or the message of the head that parked its shape (Kueue's
+    GetNoFitReason), otherwise its place in the line."""
+    retried = "; it will be retried when quota frees up in its cohort"
     reserved = find(workload.conditions, "QuotaReserved")
     if reserved and reserved.get("status") == "False" and reserved.get("message"):
         message = str(reserved["message"])
-        if workload.queue_state == QueueState.INADMISSIBLE:
-            return f"{message}; it will be retried when quota frees up in its cohort"
+        if workload.queue_state == QueueState.INADMISSIBLE or parked is not None:
+            return f"{message}{retried}"
         return message
+    if parked is not None:
+        return f"{parked.message or parked.reason}{retried}"
     if workload.preempting:
         return "Waiting for preempted workloads to release their quota"
     if ahead == 0:
@@ -128,7 +151,8 @@ def why_pending(workload: Workload, cluster_queue: ClusterQueue, ahead: int) -> 
     return f"Waiting for its turn: {ahead} {plural} ahead of it in ClusterQueue {cluster_queue.name}"
 
 
-def _item(wl: Workload, cluster_queue: ClusterQueue) -> dict[str, Any]:
+def _item(wl: Workload, cluster_queue: ClusterQueue,
+          shapes: dict[tuple[int, str], ParkedShape]) -> dict[str, Any]:
     position_cq = wl.position_in_cluster_queue - 1  # type: ignore[attr-defined]
     position_lq = wl.position_in_local_queue - 1  # type: ignore[attr-defined]
     metadata: dict[str, Any] = {
@@ -141,6 +165,8 @@ def _item(wl: Workload, cluster_queue: ClusterQueue) -> dict[str, Any]:
             "apiVersion": "batch/v1", "kind": "Job", "name": wl.job.name, "uid": str(wl.job.uid),
         }]
     reserved = find(wl.conditions, "QuotaReserved") or {}
+    parked = parked_shape_of(wl, shapes)
+    reason = reserved.get("reason") if reserved.get("status") == "False" else None
     return {
         "metadata": metadata,
         "priority": wl.priority,
@@ -148,6 +174,6 @@ def _item(wl: Workload, cluster_queue: ClusterQueue) -> dict[str, Any]:
         "positionInClusterQueue": position_cq,
         "positionInLocalQueue": position_lq,
         # Not in Kueue's visibility API: why the workload waits.
-        "reason": reserved.get("reason") if reserved.get("status") == "False" else "Pending",
-        "message": why_pending(wl, cluster_queue, position_cq),
+        "reason": reason or (parked.reason if parked is not None else "Pending"),
+        "message": why_pending(wl, cluster_queue, position_cq, parked),
     }

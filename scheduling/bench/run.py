@@ -240,6 +240,7 @@ def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds
     return summarize(shape, cluster_id, mode=mode, process=process, extra={
         "database": db["ENGINE"].rsplit(".", 1)[-1],
         "debug": settings.DEBUG,
+        "requeueBatchPeriodSeconds": float(settings.KUEUEWEB["REQUEUE_BATCH_PERIOD_SECONDS"]),
         "generator": {"requests": generator.stats.requests,
                       "maxLagMs": round(generator.stats.max_lag_ms)},
         "simulatedCluster": {"runsStarted": cluster.stats.started,
@@ -277,7 +278,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     """The summary as the lines an operator reads."""
     lines = [
         f"summary: {summary['config']} in {summary['mode']} mode ({summary['database']}, "
-        f"{summary['machine']['cpus']} cpus)",
+        f"{summary['machine']['cpus']} cpus, requeue batch period "
+        f"{summary['requeueBatchPeriodSeconds']:g}s)",
         *measure_lines(summary),
     ]
     p = summary["process"]

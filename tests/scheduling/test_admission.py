@@ -10,7 +10,7 @@ import pytest
 from scheduling import admission
 from scheduling.choices import QueueState, WorkloadPhase
 from scheduling.conditions import find
-from scheduling.models import AdmissionLease, ClusterQueue, Event, Workload
+from scheduling.models import AdmissionLease, ClusterQueue, Event, ParkedShape, Workload
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -316,7 +316,7 @@ def test_namespace_selector_matches_the_namespace_name_label(manager, make_queue
 
 
 def test_a_parked_head_parks_the_pending_workloads_of_its_shape(
-    manager, make_queue, make_workload, django_assert_max_num_queries
+    manager, make_queue, make_workload
 ) -> None:
     # Kueue's scheduling-equivalence hashing: under BestEffortFIFO a head parked for NoFit
     # takes every pending workload of the same priority and pod sets with it, so they are
@@ -330,10 +330,16 @@ def test_a_parked_head_parks_the_pending_workloads_of_its_shape(
 
     # The first round loads eight candidates, all of big-0's shape: one is tried.
     assert first.heads == 1
-    states = dict(Workload.objects.values_list("name", "queue_state"))
-    assert {states[w.name] for w in bigs} == {QueueState.INADMISSIBLE}
-    # Only the head that was tried says why; the others keep their conditions.
+    shape = ParkedShape.objects.get()
+    assert (shape.cluster_queue.name, shape.priority, shape.pod_sets_hash) == (
+        "cq", 0, _reload(bigs[0]).pod_sets_hash)
+    assert (shape.reason, shape.message) == (
+        "ExceedsMaxQuota", find(_reload(bigs[0]).conditions, "QuotaReserved")["message"])
+    # Only the head that was tried is written; the others keep their rows as they were.
+    assert _reload(bigs[0]).queue_state == QueueState.INADMISSIBLE
     assert find(_reload(bigs[0]).conditions, "QuotaReserved")["status"] == "False"
+    assert {(w.queue_state, w.resource_version) for w in map(_reload, bigs[1:])} == {
+        (QueueState.ACTIVE, bigs[1].resource_version)}
     assert find(_reload(bigs[5]).conditions, "QuotaReserved") is None
 
     second = _cycle(manager.pk, NOW + timedelta(seconds=1))
@@ -341,41 +347,70 @@ def test_a_parked_head_parks_the_pending_workloads_of_its_shape(
     assert second.admitted == ["ns/small"]
     assert second.heads == 2  # big-high (another shape, also parked), then small
     assert _reload(other).queue_state == QueueState.INADMISSIBLE
+    assert ParkedShape.objects.count() == 2
 
 
-def test_parking_shapes_reads_the_pending_index_for_every_shape(manager, make_queue,
-                                                               make_workload) -> None:
-    # One UPDATE parks every shape of a round, an OR with a term per shape. SQLite plans each
-    # term on its own: the terms must carry the pending index's conditions, or it takes the
-    # queue-order index on three columns and reads every active pending row of the queue for
-    # each shape (the large-scale benchmark's admission times doubled).
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
+def test_a_parked_shape_holds_later_workloads_of_it_until_the_queue_is_requeued(
+    manager, make_queue, make_workload
+) -> None:
+    # Kueue puts a workload whose hash was bulk-moved straight into the inadmissible set,
+    # and QueueInadmissibleWorkloads clears the bulk moves of the queue.
+    make_queue("cq", {"cpu": "2"})
+    make_workload("big-0", "lq-cq", {"cpu": "3"})
+    _cycle(manager.pk)
+    late = make_workload("big-late", "lq-cq", {"cpu": "3"})
+    make_workload("small", "lq-cq", {"cpu": "1"}, priority=-2)
 
+    assert [row["name"] for row in admission.select_heads(manager.pk, now=NOW, per_queue=8)] \
+        == ["small"]
+    assert "not yet tried" not in str(_reload(late).conditions)
+
+    admission.queue_inadmissible_workloads(manager.pk, None, now=NOW)
+
+    assert not ParkedShape.objects.exists()
+    assert [row["name"] for row in admission.select_heads(manager.pk, now=NOW, per_queue=8)] \
+        == ["big-0", "big-late", "small"]
+
+
+def test_the_sticky_preemptor_is_not_held_by_a_parked_shape(
+    manager, make_queue, make_workload
+) -> None:
+    make_queue("cq", {"cpu": "2"})
+    make_workload("big-0", "lq-cq", {"cpu": "3"})
+    preemptor = make_workload("big-1", "lq-cq", {"cpu": "3"})
+    _cycle(manager.pk)
+    assert ParkedShape.objects.exists()
+    Workload.objects.filter(pk=preemptor.pk).update(preempting=True)
+
+    assert [row["name"] for row in admission.select_heads(manager.pk, now=NOW, per_queue=8)] \
+        == ["big-1"]
+
+
+def test_parking_writes_one_row_per_shape_and_no_workload(
+    manager, make_queue, make_workload, django_assert_num_queries
+) -> None:
     make_queue("a", {"cpu": "2"})
     make_queue("b", {"cpu": "2"})
     for queue in ("a", "b"):
         for i in range(3):
             make_workload(f"{queue}-{i}", f"lq-{queue}", {"cpu": "3"}, priority=i % 2)
     rows = Workload.objects.order_by("pk").values("priority", "pod_sets_hash", "name")
-    shapes = [admission.ParkedShape(row["name"][0], row["priority"], row["pod_sets_hash"])
-              for row in rows]
+    moves = [admission.BulkMove(admission.SchedulingShape(row["name"][0], row["priority"],
+                                                          row["pod_sets_hash"]),
+                                "Pending", "does not fit") for row in rows]
     ids = dict(ClusterQueue.objects.values_list("name", "pk"))
+    versions = dict(Workload.objects.values_list("pk", "resource_version"))
 
-    with CaptureQueriesContext(connection) as queries:
-        parked = admission.park_same_shapes(manager.pk, shapes, ids)
+    with django_assert_num_queries(1):
+        admission.park_same_shapes(manager.pk, moves, ids, now=NOW)
+    # Parking a shape again changes nothing (the first reason stays).
+    admission.park_same_shapes(manager.pk, moves[:1], ids, now=NOW + timedelta(seconds=1))
 
-    assert parked == 6
-    assert set(Workload.objects.values_list("queue_state", flat=True)) == {
-        QueueState.INADMISSIBLE}
-    if connection.vendor != "sqlite":
-        return  # PostgreSQL chooses by its statistics (a bitmap OR of index scans)
-    update = next(q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE"))
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN QUERY PLAN " + update)
-        searches = [row[-1] for row in cursor.fetchall() if "SEARCH" in str(row[-1])]
-    assert searches
-    assert all("workload_pending" in step and "pod_sets_hash=?" in step for step in searches)
+    assert sorted(ParkedShape.objects.values_list("cluster_queue__name", "priority")) == [
+        ("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    assert set(ParkedShape.objects.values_list("parked_at", flat=True)) == {NOW}
+    assert dict(Workload.objects.values_list("pk", "resource_version")) == versions
+    assert admission.select_heads(manager.pk, now=NOW, per_queue=8) == []
 
 
 def test_a_preemption_in_one_cohort_does_not_end_the_round_of_another(
@@ -420,7 +455,10 @@ def test_parked_workloads_come_back_one_batch_period_after_quota_is_released(
     assert _cycle(manager.pk).admitted == ["ns/running"]
     ones = [make_workload(f"one-{i:02}", "lq-cq", {"cpu": "1"}) for i in range(12)]
     _cycle(manager.pk, NOW + timedelta(seconds=1))
-    assert {_reload(w).queue_state for w in ones} == {QueueState.INADMISSIBLE}
+    # The head is parked, and the other eleven of its shape with it.
+    assert _reload(ones[0]).queue_state == QueueState.INADMISSIBLE
+    assert ParkedShape.objects.count() == 1
+    assert admission.select_heads(manager.pk, now=NOW, per_queue=8) == []
 
     _finish(manager.pk, running, NOW + timedelta(seconds=2))
 
@@ -429,7 +467,7 @@ def test_parked_workloads_come_back_one_batch_period_after_quota_is_released(
     assert _cycle(manager.pk, NOW + timedelta(seconds=2, milliseconds=500)).admitted == []
     outcome = _cycle(manager.pk, NOW + timedelta(seconds=3))
     assert ClusterQueue.objects.get(name="cq").requeue_due_at is None
+    assert not ParkedShape.objects.exists()
     # The round loads eight candidates; the other four are back in the queue as well.
     assert len(outcome.admitted) == 8
-    assert {_reload(w).queue_state for w in ones[8:]} == {QueueState.ACTIVE}
     assert len(_cycle(manager.pk, NOW + timedelta(seconds=3)).admitted) == 4

@@ -333,6 +333,26 @@ def test_workload_gauges_per_cluster_queue_and_local_queue() -> None:
                  namespace="ns", status="inadmissible") == 1
 
 
+def test_workloads_of_a_parked_shape_count_as_inadmissible(domain) -> None:
+    # Kueue's bulk move puts them in the inadmissible set; the sticky preemptor stays active.
+    from django.utils import timezone
+
+    from scheduling.models import ParkedShape
+
+    p1 = Workload.objects.get(name="p1")
+    ParkedShape.objects.create(cluster_queue=domain["a"], priority=p1.priority,
+                               pod_sets_hash=p1.pod_sets_hash, reason="Pending",
+                               parked_at=timezone.now())
+    Workload.objects.filter(name="p2").update(preempting=True)
+    s = scrape()
+    a = {"cluster": "manager", "cluster_queue": "cq-a"}
+    assert value(s, "kueue_pending_workloads", **a, status="active") == 1
+    assert value(s, "kueue_pending_workloads", **a, status="inadmissible") == 2
+    lq = {"cluster": "manager", "name": "lq-cq-a", "namespace": "ns"}
+    assert value(s, "kueue_local_queue_pending_workloads", **lq, status="active") == 1
+    assert value(s, "kueue_local_queue_pending_workloads", **lq, status="inadmissible") == 2
+
+
 @pytest.mark.usefixtures("domain")
 def test_queue_status_and_info() -> None:
     s = scrape()
@@ -420,7 +440,7 @@ def test_scrape_queries_do_not_grow_with_queues_or_workloads(
                      admission=_admission(other.name, 1, "1", "1Mi"))
     _set(make_workload("f", "lq-cq-0", {"cpu": "1"}), phase=WorkloadPhase.FINISHED,
          cluster_queue=cq)
-    assert count_queries() == few == 10
+    assert count_queries() == few == 11
 
 
 # --- Several processes (production: PostgreSQL and Redis) ----------------------------------

@@ -66,6 +66,25 @@ def test_reason_comes_from_the_scheduler_once_tried(queued, manager, viewer_clie
     assert head["message"].endswith("it will be retried when quota frees up in its cohort")
 
 
+def test_a_workload_of_a_parked_shape_says_why_its_shape_waits(
+    queued, manager, viewer_client
+) -> None:
+    # "low" is tried and parked; "low-2", of the same shape, is never tried: it waits
+    # behind the parked shape and says so with the head's reason (Kueue's GetNoFitReason).
+    admission.run_admission_cycle(manager.pk, now=NOW)
+
+    items = {i["metadata"]["name"]: i for i in viewer_client.get(
+        "/api/v1/clusterqueues/cq/pendingworkloads").json()["items"]}
+
+    from scheduling.conditions import find
+    from scheduling.models import Workload
+
+    assert find(Workload.objects.get(name="low-2").conditions, "QuotaReserved") is None
+    assert items["low-2"]["reason"] == items["low"]["reason"] != "Pending"
+    assert items["low-2"]["message"] == items["low"]["message"]
+    assert items["low-2"]["message"].endswith("retried when quota frees up in its cohort")
+
+
 def test_unknown_queue_is_404_and_bad_paging_names_the_field(queued, viewer_client) -> None:
     assert viewer_client.get("/api/v1/clusterqueues/nope/pendingworkloads").status_code == 404
     response = viewer_client.get("/api/v1/clusterqueues/cq/pendingworkloads?limit=ten")

@@ -43,6 +43,7 @@ def test_bench_scheduler_admits_runs_and_finishes_every_workload(tmp_path: Path)
     output = tmp_path / "summary.json"
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
+    env["KUEUEWEB_REQUEUE_BATCH_PERIOD_SECONDS"] = "0.5"
     done = subprocess.run(
         [sys.executable, "manage.py", "bench", "scheduler", "--config", str(config),
          "--output", str(output), "--timeout", "180"],
@@ -53,6 +54,7 @@ def test_bench_scheduler_admits_runs_and_finishes_every_workload(tmp_path: Path)
     summary = json.loads(output.read_text())
     assert summary["mode"] == "embedded"
     assert summary["debug"] is False  # measured as production runs, whatever DEBUG says
+    assert summary["requeueBatchPeriodSeconds"] == 0.5  # the setting the run used
     assert summary["workloads"] == summary["finished"] == summary["expectedWorkloads"] == 96
     assert summary["quotaViolations"] == 0
     assert summary["admissions"] >= 96
@@ -68,5 +70,6 @@ def test_bench_scheduler_admits_runs_and_finishes_every_workload(tmp_path: Path)
     assert summary["wallMs"] >= summary["comparison"]["wallFromWorkMs"] > 0
     # The progress and the summary lines an operator reads.
     assert "summary: small in embedded mode" in done.stdout
+    assert "requeue batch period 0.5s" in done.stdout
     assert "time to admission avg" in done.stdout
     assert "no schedule can go under" in done.stdout
