@@ -872,17 +872,19 @@ def finish_without_release(cluster_id: int, row: Mapping[str, Any], reason: str,
 
 def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now: datetime) -> None:
     """Quota came back in these queues: bump their generation (scan progress restarts) and
-    give parked workloads of their cohort trees another chance (QueueInadmissibleWorkloads)."""
+    give parked workloads of their cohort trees another chance (QueueInadmissibleWorkloads).
+
+    The requeue itself is left to the domain's next admission cycle, which runs it under the
+    lease before it reads anything (``requeue_due_queues``). Run here, it could land between
+    a running cycle's snapshot and its writes, and that cycle would then park a shape again
+    on the quota it saw before the release: its workloads would wait for the next release
+    (Kueue's queueInadmissibleCycle guards the same race)."""
     ids = set(cluster_queue_ids)
     ClusterQueue.objects.filter(pk__in=ids).update(
         allocatable_generation=F("allocatable_generation") + 1
     )
     config: dict[str, Any] = settings.KUEUEWEB
-    period = float(config["REQUEUE_BATCH_PERIOD_SECONDS"])
-    if period <= 0:
-        queue_inadmissible_workloads(cluster_id, ids, now=now)
-        request_admission(cluster_id)
-        return
+    period = max(float(config["REQUEUE_BATCH_PERIOD_SECONDS"]), 0.0)
     # Kueue's requeuer: one requeue of the tree a batch period after the first release,
     # however many releases come meanwhile; the next cycle still runs at once (the active
     # heads may fit now).
@@ -890,7 +892,7 @@ def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now:
         pk__in=cohort_tree_queue_ids(cluster_id, ids), requeue_due_at__isnull=True,
     ).update(requeue_due_at=now + timedelta(seconds=period))
     request_admission(cluster_id)
-    if scheduled:
+    if scheduled and period > 0:
         # One wake-up per batch: the releases that joined it find their queues already due.
         reconcile.request_later(ADMISSION_TASK, period, cluster_id)
 

@@ -471,3 +471,30 @@ def test_parked_workloads_come_back_one_batch_period_after_quota_is_released(
     # The round loads eight candidates; the other four are back in the queue as well.
     assert len(outcome.admitted) == 8
     assert len(_cycle(manager.pk, NOW + timedelta(seconds=3)).admitted) == 4
+
+
+def test_a_release_during_a_cycle_does_not_leave_a_shape_parked(
+    manager, make_queue, make_workload, monkeypatch
+) -> None:
+    # Quota released after a cycle read its snapshot: that cycle still parks the shape on
+    # what it saw. The requeue the release asks for must come after that park (in the next
+    # cycle, under the lease), or the shape's workloads would wait for another release
+    # that may never come (Kueue's queueInadmissibleCycle guards the same race).
+    make_queue("cq", {"cpu": "2"})
+    running = make_workload("running", "lq-cq", {"cpu": "2"})
+    assert _cycle(manager.pk).admitted == ["ns/running"]
+    make_workload("next-0", "lq-cq", {"cpu": "2"})
+    make_workload("next-1", "lq-cq", {"cpu": "2"})
+    decide = admission.run_cycles
+
+    def release_meanwhile(*args, **kwargs):
+        rounds = decide(*args, **kwargs)
+        _finish(manager.pk, running, NOW + timedelta(seconds=1))
+        return rounds
+
+    monkeypatch.setattr(admission, "run_cycles", release_meanwhile)
+    assert _cycle(manager.pk, NOW + timedelta(seconds=1)).admitted == []
+    monkeypatch.setattr(admission, "run_cycles", decide)
+
+    assert ParkedShape.objects.exists()  # parked on the stale snapshot
+    assert _cycle(manager.pk, NOW + timedelta(seconds=2)).admitted == ["ns/next-0"]

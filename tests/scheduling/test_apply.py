@@ -700,6 +700,13 @@ def test_changed_quota_requeues_parked_workloads(
 
     assert (unchanged.unchanged[0].name, requeued_by_unchanged, len(callbacks)) == (
         "team-a", "Inadmissible", 0)
+    # The queue is due for a requeue, which the domain's next cycle runs under its lease.
+    from django.utils import timezone
+
+    from scheduling import admission
+
+    assert ClusterQueue.objects.get().requeue_due_at <= timezone.now()
+    admission.requeue_due_queues(manager.pk, now=timezone.now())
     assert Workload.objects.get(pk=parked.pk).queue_state == "Active"
     assert ClusterQueue.objects.get().allocatable_generation == generation + 1
     # After commit: the admission cycle is requested and watching browsers are told.
