@@ -343,8 +343,12 @@ KUEUEWEB: dict[str, Any] = {
     # Admission lease: how long a cycle may hold a domain before another worker takes over.
     "ADMISSION_LEASE_SECONDS": env_int("KUEUEWEB_ADMISSION_LEASE_SECONDS", 30),
     # Kueue's requeueBatchPeriod: parked workloads of a queue whose cohort tree got quota
-    # back are requeued together this long after the first release (0: at once).
-    "REQUEUE_BATCH_PERIOD_SECONDS": env_float("KUEUEWEB_REQUEUE_BATCH_PERIOD_SECONDS", 1.0),
+    # back are requeued together this long after the first release. Kueue waits 1 s because
+    # its requeue moves every inadmissible workload back to the heap; ours deletes the
+    # tree's parked shapes and flips the few heads parked one by one, and the releases that
+    # come during a cycle already share the next one (the lease's ``wanted`` flag). So the
+    # default is 0: the next cycle requeues; 1 restores Kueue's timing.
+    "REQUEUE_BATCH_PERIOD_SECONDS": env_float("KUEUEWEB_REQUEUE_BATCH_PERIOD_SECONDS", 0.0),
     # Largest YAML/JSON body accepted by apply and job submission.
     "MAX_MANIFEST_BYTES": env_int("KUEUEWEB_MAX_MANIFEST_BYTES", 1024 * 1024),
     # Failed sign-ins per username and address, and unknown API tokens per address, allowed
