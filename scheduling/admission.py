@@ -935,17 +935,22 @@ def queue_inadmissible_workloads(
     """Move parked workloads back to their queues' heaps (Kueue's
     QueueInadmissibleWorkloads): the queues' parked shapes are dropped, and workloads parked
     one by one become active again. None means every queue; otherwise the cohort trees of
-    the given queues. Returns how many workloads were parked one by one."""
-    parked = Workload.objects.filter(
-        cluster_id=cluster_id, phase=WorkloadPhase.PENDING,
-        queue_state=QueueState.INADMISSIBLE,
-    ).filter(Q(requeue_at__isnull=True) | Q(requeue_at__lte=now))
+    the given queues. Returns how many workloads were parked one by one.
+
+    The workloads are found by their local queues on the ``workload_queue_order`` index
+    (local queue, phase, queue state), so only the parked rows are read: filtered by domain
+    and phase, SQLite read every pending row and parsed its conditions, on every release."""
+    local_queues = LocalQueue.objects.filter(cluster_id=cluster_id)
     shapes = ParkedShape.objects.filter(cluster_queue__cluster_id=cluster_id)
     if cluster_queue_ids is not None:
         tree = cohort_tree_queue_ids(cluster_id, cluster_queue_ids)
-        parked = parked.filter(local_queue__cluster_queue_id__in=tree)
+        local_queues = local_queues.filter(cluster_queue_id__in=tree)
         shapes = ParkedShape.objects.filter(cluster_queue_id__in=tree)
     shapes.delete()
+    parked = Workload.objects.filter(
+        local_queue_id__in=list(local_queues.order_by().values_list("pk", flat=True)),
+        phase=WorkloadPhase.PENDING, queue_state=QueueState.INADMISSIBLE,
+    ).filter(Q(requeue_at__isnull=True) | Q(requeue_at__lte=now))
     # Workloads still backing off (Requeued=False) stay parked: the lifecycle reconciler
     # flips them when their back-off ends.
     parked = cond.filter_by_condition(parked, "Requeued", "False", present=False)

@@ -498,3 +498,30 @@ def test_a_release_during_a_cycle_does_not_leave_a_shape_parked(
 
     assert ParkedShape.objects.exists()  # parked on the stale snapshot
     assert _cycle(manager.pk, NOW + timedelta(seconds=2)).admitted == ["ns/next-0"]
+
+
+def test_a_requeue_reads_only_the_parked_rows(manager, make_queue, make_workload) -> None:
+    # Every quota release requeues its tree: found by domain and phase, SQLite read every
+    # pending row and parsed its conditions each time. By local queue and queue state it
+    # reads the parked rows only, on the queue-order index.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    cq = make_queue("cq", {"cpu": "2"})
+    parked = make_workload("parked", "lq-cq", {"cpu": "1"})
+    waiting = make_workload("waiting", "lq-cq", {"cpu": "1"})
+    Workload.objects.filter(pk=parked.pk).update(queue_state=QueueState.INADMISSIBLE)
+
+    with CaptureQueriesContext(connection) as queries:
+        assert admission.queue_inadmissible_workloads(manager.pk, [cq.pk], now=NOW) == 1
+
+    assert _reload(parked).queue_state == QueueState.ACTIVE
+    assert _reload(waiting).resource_version == waiting.resource_version
+    if connection.vendor != "sqlite":
+        return  # PostgreSQL chooses by its statistics
+    update = next(q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE"))
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + update)
+        plan = [row[-1] for row in cursor.fetchall()]
+    assert any("workload_queue_order (local_queue_id=? AND phase=? AND queue_state=?)" in step
+               for step in plan), plan
