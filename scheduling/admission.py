@@ -19,7 +19,6 @@ Kueue mapping: ``pkg/scheduler/scheduler.go`` (schedule, admit, requeueAndUpdate
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -998,10 +997,7 @@ def resolve_local_queues(cluster_id: int, *, now: datetime) -> int:
 
 def _requeue_on_spec_change(cluster_id: int, specs: snapshots.DomainSpecs, *, now: datetime) -> None:
     """A changed quota tree (queue, cohort or flavor edited) may admit parked workloads."""
-    fingerprint = hashlib.sha256(
-        repr((specs.flavors, specs.cohorts, specs.cluster_queues, specs.inactive,
-              sorted(specs.admission_checks.items()))).encode()
-    ).hexdigest()
+    fingerprint = specs.fingerprint
     changed = AdmissionLease.objects.filter(cluster_id=cluster_id).exclude(
         spec_fingerprint=fingerprint
     ).update(spec_fingerprint=fingerprint)

@@ -8,6 +8,8 @@ Pending heads are selected separately (``admission.select_heads``).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -63,6 +65,15 @@ class DomainSpecs:
     inactive: dict[str, str] = field(default_factory=dict)
     # Admission checks each queue requires: [(check name, flavors or empty = all)].
     admission_checks: dict[str, list[tuple[str, tuple[str, ...]]]] = field(default_factory=dict)
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """A digest of everything here: equal specs, equal fingerprint (computed once, as the
+        specs are reused while their rows do not change)."""
+        return hashlib.sha256(repr((
+            self.flavors, self.cohorts, self.cluster_queues, self.inactive,
+            sorted(self.admission_checks.items()),
+        )).encode()).hexdigest()
 
 
 def _quota(value: str | None, resource: str) -> int | None:
@@ -148,8 +159,62 @@ def cluster_queue_spec(cq: ClusterQueue, rows: Iterable[FlavorQuota]) -> core.ty
     )
 
 
+# Columns the specs never read and reconcilers write all the time; a change to them keeps
+# the memo of ``load_domain_specs``. Every other column of a spec table is compared.
+_STATUS_COLUMNS = frozenset({"updated_at", "resource_version", "conditions",
+                             "allocatable_generation", "requeue_due_at"})
+# The last specs built per domain, with the rows they were built from.
+_SPECS_MEMO: dict[int, tuple[tuple[Any, ...], DomainSpecs]] = {}
+
+
+def _spec_rows(cluster_id: int) -> tuple[Any, ...]:
+    """Every spec column of the domain's flavors, quotas, cohorts, cluster queues and
+    admission checks, as the database returns them (no model instances, no JSON parsing):
+    what ``load_domain_specs`` compares to know whether its last specs still hold."""
+    from django.db import connection
+
+    from multicluster.models import AdmissionCheck
+
+    quote = connection.ops.quote_name
+    cq_table = quote(ClusterQueue._meta.db_table)
+    cohort_table = quote(Cohort._meta.db_table)
+    rows: list[Any] = []
+    with connection.cursor() as cursor:
+        for model in (ResourceFlavor, Cohort, ClusterQueue, AdmissionCheck, FlavorQuota):
+            columns = ", ".join(f"t.{quote(f.column)}" for f in model._meta.concrete_fields
+                                if f.column not in _STATUS_COLUMNS)
+            table = quote(model._meta.db_table)
+            if model is FlavorQuota:
+                where = (f"t.cluster_queue_id IN (SELECT id FROM {cq_table} WHERE cluster_id = %s)"
+                         f" OR t.cohort_id IN (SELECT id FROM {cohort_table} WHERE cluster_id = %s)")
+                params: list[Any] = [cluster_id, cluster_id]
+            else:
+                where, params = "t.cluster_id = %s", [cluster_id]
+            cursor.execute(f"SELECT {columns} FROM {table} t WHERE {where} ORDER BY t.id", params)
+            rows.append(tuple(cursor.fetchall()))
+    return tuple(rows)
+
+
 def load_domain_specs(cluster_id: int) -> DomainSpecs:
-    """Flavors, cohorts and cluster queues of a domain (four queries)."""
+    """Flavors, cohorts and cluster queues of a domain, as engine specs.
+
+    Every admission cycle needs them and they rarely change, so the specs last built for
+    the domain are kept with the rows they came from and reused while those rows read the
+    same (five plain queries). The check is against the database on every call, so a
+    change made by any process, through any write path, is seen by the next cycle. The
+    specs are shared: callers must not change them.
+    """
+    rows = _spec_rows(cluster_id)
+    memo = _SPECS_MEMO.get(cluster_id)
+    if memo is not None and memo[0] == rows:
+        return memo[1]
+    specs = _build_domain_specs(cluster_id)
+    _SPECS_MEMO[cluster_id] = (rows, specs)
+    return specs
+
+
+def _build_domain_specs(cluster_id: int) -> DomainSpecs:
+    """Flavors, cohorts and cluster queues of a domain (five queries)."""
     from multicluster.models import AdmissionCheck
 
     flavors = [
