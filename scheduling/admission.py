@@ -886,9 +886,11 @@ def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now:
     period = max(float(config["REQUEUE_BATCH_PERIOD_SECONDS"]), 0.0)
     # Kueue's requeuer: one requeue of the tree a batch period after the first release,
     # however many releases come meanwhile; the next cycle still runs at once (the active
-    # heads may fit now).
+    # heads may fit now). Only the released queues are marked (a few rows, not a tree of
+    # hundreds on every release); the requeue covers their trees and clears the marks of
+    # every queue in them.
     scheduled = ClusterQueue.objects.filter(
-        pk__in=cohort_tree_queue_ids(cluster_id, ids), requeue_due_at__isnull=True,
+        pk__in=ids, requeue_due_at__isnull=True,
     ).update(requeue_due_at=now + timedelta(seconds=period))
     request_admission(cluster_id)
     if scheduled and period > 0:
@@ -902,8 +904,11 @@ def requeue_due_queues(cluster_id: int, *, now: datetime) -> int:
                .values_list("pk", flat=True))
     if not due:
         return 0
-    ClusterQueue.objects.filter(pk__in=due).update(requeue_due_at=None)
-    return queue_inadmissible_workloads(cluster_id, due, now=now)
+    tree = cohort_tree_queue_ids(cluster_id, due)
+    # A release elsewhere in these trees, due later, is covered by this requeue.
+    ClusterQueue.objects.filter(pk__in=tree, requeue_due_at__isnull=False).update(
+        requeue_due_at=None)
+    return queue_inadmissible_workloads(cluster_id, tree, now=now)
 
 
 def cohort_tree_queue_ids(cluster_id: int, cluster_queue_ids: Iterable[int]) -> set[int]:

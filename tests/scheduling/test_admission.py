@@ -473,6 +473,33 @@ def test_parked_workloads_come_back_one_batch_period_after_quota_is_released(
     assert len(_cycle(manager.pk, NOW + timedelta(seconds=3)).admitted) == 4
 
 
+def test_one_requeue_of_the_tree_covers_the_releases_of_its_batch(
+    manager, make_queue, make_workload, batched_requeue
+) -> None:
+    # A release marks its own queue only; the requeue, due a batch period after the first
+    # release, requeues the whole cohort tree and clears the later marks in it.
+    make_queue("a", {"cpu": "1"}, cohort="team")
+    make_queue("b", {"cpu": "1"}, cohort="team")
+    make_queue("c", {"cpu": "1"}, cohort="team")
+    on_a = make_workload("on-a", "lq-a", {"cpu": "1"})
+    on_b = make_workload("on-b", "lq-b", {"cpu": "1"})
+    assert _cycle(manager.pk).admitted == ["ns/on-a", "ns/on-b"]
+    waiting = make_workload("waiting", "lq-c", {"cpu": "3"})
+    _cycle(manager.pk, NOW + timedelta(seconds=1))
+    assert ParkedShape.objects.filter(cluster_queue__name="c").exists()
+
+    _finish(manager.pk, on_a, NOW + timedelta(seconds=2))
+    _finish(manager.pk, on_b, NOW + timedelta(seconds=2, milliseconds=500))
+
+    due = dict(ClusterQueue.objects.values_list("name", "requeue_due_at"))
+    assert due == {"a": NOW + timedelta(seconds=3), "b": NOW + timedelta(seconds=3.5),
+                   "c": None}
+    outcome = _cycle(manager.pk, NOW + timedelta(seconds=3))
+    assert outcome.admitted == ["ns/waiting"]
+    assert set(ClusterQueue.objects.values_list("requeue_due_at", flat=True)) == {None}
+    assert _reload(waiting).phase == WorkloadPhase.ADMITTED
+
+
 def test_a_release_during_a_cycle_does_not_leave_a_shape_parked(
     manager, make_queue, make_workload, monkeypatch
 ) -> None:
