@@ -30,6 +30,7 @@ from kueueweb.admin import (
 )
 from scheduling import admission, services
 from scheduling.choices import WorkloadPhase
+from scheduling.conditions import timestamp
 from scheduling.models import (
     ClusterQueue,
     Cohort,
@@ -493,12 +494,13 @@ class ClusterQueueAdmin(DomainObjectAdmin):
                                            "fungibility_preference"]}),
         ("Fair sharing and admission checks", {"fields": ["fair_sharing_weight",
                                                           "admission_checks"]}),
-        ("Status", {"fields": ["conditions_display", "uid", "resource_version",
-                               "created_at", "updated_at"]}),
+        ("Status", {"fields": ["conditions_display", "parked_shapes_display", "uid",
+                               "resource_version", "created_at", "updated_at"]}),
     ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
-        return [*super().get_readonly_fields(request, obj), "conditions_display"]
+        return [*super().get_readonly_fields(request, obj), "conditions_display",
+                "parked_shapes_display"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         # Kueue's pendingWorkloads counts active workloads waiting in the queue; usage is
@@ -525,6 +527,17 @@ class ClusterQueueAdmin(DomainObjectAdmin):
     @admin.display(description="conditions")
     def conditions_display(self, obj: ClusterQueue) -> str:
         return pretty_json(obj.conditions)
+
+    @admin.display(description="parked shapes")
+    def parked_shapes_display(self, obj: ClusterQueue) -> str:
+        """Pending workloads of these priorities and pod sets wait until quota comes back
+        in the cohort (Kueue's scheduling-equivalence bulk move), and why."""
+        return pretty_json([
+            {"priority": shape.priority, "podSetsHash": shape.pod_sets_hash,
+             "reason": shape.reason, "message": shape.message,
+             "parkedAt": timestamp(shape.parked_at)}
+            for shape in obj.parked_shapes.order_by("-priority", "parked_at")
+        ] if obj.pk else [])
 
 
 # --- LocalQueue --------------------------------------------------------------------------

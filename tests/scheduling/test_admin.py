@@ -467,3 +467,23 @@ def test_cohort_lending_limit_may_exceed_its_own_nominal_quota(
     assert response.status_code == 302
     quota = Cohort.objects.get(name="child").quotas.get()
     assert (quota.nominal_quota, quota.lending_limit) == ("2", "6")
+
+
+def test_cluster_queue_page_shows_its_parked_shapes(admin_browser: Client,
+                                                    objects: dict[str, Any]) -> None:
+    from django.utils import timezone
+
+    from scheduling.models import ParkedShape
+
+    cq = objects["clusterqueue"]
+    ParkedShape.objects.create(cluster_queue=cq, priority=7, pod_sets_hash="a" * 32,
+                               reason="Pending", message="insufficient unused quota for cpu",
+                               parked_at=timezone.now())
+
+    page = admin_browser.get(reverse("admin:scheduling_clusterqueue_change", args=[cq.pk]))
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "parked shapes" in html.lower()
+    assert "insufficient unused quota for cpu" in html
+    assert "a" * 32 in html
