@@ -22,7 +22,14 @@ from scheduling.core.preemption import (
     preemption_message,
 )
 from scheduling.core.resources import FlavorResource, FlavorResourceQuantities
-from scheduling.core.snapshot import ClusterQueueNode, CohortNode, Snapshot, add_usage, available
+from scheduling.core.snapshot import (
+    ClusterQueueNode,
+    CohortNode,
+    QuotaNode,
+    Snapshot,
+    add_usage,
+    available,
+)
 from scheduling.core.types import (
     Admission,
     ApiEnum,
@@ -635,12 +642,22 @@ class _Cycle:
         self, cq: ClusterQueueNode, usage: Mapping[FlavorResource, int], targets: list[Target]
     ) -> bool:
         # Fits once every victim claimed so far in the cycle, plus this entry's own,
-        # has released its quota.
+        # has released its quota (Kueue's ``fits``). Only victims of the queue's own cohort
+        # tree change what it can use: the others are left alone, so a cycle with many
+        # heads and many victims does not add and remove every victim's usage per head.
         victims = dict(self.preempted)
         for t in targets:
             victims[t.info.key] = t.info
-        with self.snapshot.simulate_usage_removal(victims.values()):
+        root = cq.root()
+        in_tree = [info for info in victims.values() if self._root_of(info.cluster_queue) is root]
+        if not in_tree:
             return self._fits_now(cq, usage)
+        with self.snapshot.simulate_usage_removal(in_tree):
+            return self._fits_now(cq, usage)
+
+    def _root_of(self, cluster_queue: str) -> QuotaNode | None:
+        node = self.snapshot.any_cluster_queue(cluster_queue)
+        return node.root() if node is not None else None
 
     @staticmethod
     def _fits_now(cq: ClusterQueueNode, usage: Mapping[FlavorResource, int]) -> bool:
