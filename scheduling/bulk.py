@@ -42,11 +42,25 @@ def _converter(field: db_models.Field[Any, Any]) -> Callable[[Any], Any]:
     return lambda value: value
 
 
-def _placeholder(field: db_models.Field[Any, Any]) -> str:
-    """``%s`` with PostgreSQL's cast (a VALUES list has no column types of its own)."""
+def _rows(fields: Sequence[db_models.Field[Any, Any]], rows: Sequence[Sequence[Any]],
+          ) -> tuple[str, list[Any]]:
+    """A row source for ``rows`` (one value per field each) and its parameters.
+
+    PostgreSQL: ``SELECT * FROM unnest(%s::type[], ...)``, one array per column. The
+    statement stays a few hundred characters whatever the batch, so psycopg converts it
+    once and caches it; a VALUES list of 500 rows is tens of kilobytes that psycopg parsed
+    again for every batch (a third of the benchmark generator's time, a sixth of an
+    admission worker's). SQLite: ``VALUES (?, ...), ...``.
+    """
     if connection.vendor == "postgresql":
-        return f"%s::{field.cast_db_type(connection)}"  # type: ignore[attr-defined]
-    return "%s"
+        arrays = ", ".join(
+            f"%s::{field.cast_db_type(connection)}[]"  # type: ignore[attr-defined]
+            for field in fields)
+        return (f"SELECT * FROM unnest({arrays})",
+                [list(column) for column in zip(*rows, strict=True)] if rows
+                else [[] for _ in fields])
+    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    return "VALUES " + ", ".join([row_sql] * len(rows)), [v for row in rows for v in row]
 
 
 def insert(model: type[_M], objs: Sequence[_M], *, batch_size: int = BATCH_SIZE) -> list[_M]:
@@ -61,17 +75,16 @@ def insert(model: type[_M], objs: Sequence[_M], *, batch_size: int = BATCH_SIZE)
     converters = [_converter(f) for f in fields]
     table = connection.ops.quote_name(meta.db_table)
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
     pk_column = connection.ops.quote_name(meta.pk.column)
     with connection.cursor() as cursor:
         for start in range(0, len(objs), batch_size):
             chunk = objs[start:start + batch_size]
-            params: list[Any] = []
-            for obj in chunk:
-                params.extend(convert(field.pre_save(obj, True))
-                              for field, convert in zip(fields, converters, strict=True))
-            cursor.execute(f"INSERT INTO {table} ({columns}) VALUES "
-                           + ", ".join([row_sql] * len(chunk)) + f" RETURNING {pk_column}",
+            source, params = _rows(fields, [
+                [convert(field.pre_save(obj, True))
+                 for field, convert in zip(fields, converters, strict=True)]
+                for obj in chunk])
+            # Rows come back in the order they were given (VALUES and unnest keep it).
+            cursor.execute(f"INSERT INTO {table} ({columns}) {source} RETURNING {pk_column}",
                            params)
             for obj, (pk,) in zip(chunk, cursor.fetchall(), strict=True):
                 obj.pk = pk
@@ -115,8 +128,6 @@ def update_versioned(
     table = connection.ops.quote_name(model._meta.db_table)
     pk_field, pk_column = _column(model, model._meta.pk.name)
     version_field, version_column = _column(model, "resource_version")
-    row_sql = "(" + ", ".join([_placeholder(pk_field), _placeholder(version_field)]
-                              + [_placeholder(field) for field, _ in targets]) + ")"
     value_columns = [f"v_{index}" for index in range(len(targets))]
     assignments = ", ".join(f"{column} = v.{value}"
                             for (_, column), value in zip(targets, value_columns, strict=True))
@@ -139,15 +150,14 @@ def update_versioned(
                 cursor.execute(f"SELECT 1 FROM {table} WHERE {pk_column} = ANY(%s) "
                                f"ORDER BY {pk_column} FOR UPDATE",
                                [[change.pk for change in chunk]])
-            params: list[Any] = []
-            for change in chunk:
-                params.append(change.pk)
-                params.append(change.resource_version)
-                params.extend(convert(change.values[name])
-                              for name, convert in zip(names, converters, strict=True))
+            source, params = _rows(
+                [pk_field, version_field, *(field for field, _ in targets)],
+                [[change.pk, change.resource_version,
+                  *(convert(change.values[name])
+                    for name, convert in zip(names, converters, strict=True))]
+                 for change in chunk])
             cursor.execute(
-                f"WITH v (v_pk, v_rv, {', '.join(value_columns)}) AS (VALUES "
-                + ", ".join([row_sql] * len(chunk)) + ") "
+                f"WITH v (v_pk, v_rv, {', '.join(value_columns)}) AS ({source}) "
                 f"UPDATE {table} SET {assignments}, "
                 f"{version_column} = {table}.{version_column} + 1 "
                 f"FROM v WHERE {' AND '.join(conditions)} RETURNING {table}.{pk_column}",

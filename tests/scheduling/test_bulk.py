@@ -72,3 +72,40 @@ def test_insert_events(manager) -> None:
         bulk.insert(Event, events)
     assert list(Event.objects.filter(workload=wl).order_by("id").values_list(
         "reason", flat=True)) == ["R0", "R1"]
+
+
+AWKWARD = [
+    {"msg": 'quotes " and \\ backslash, {braces}, commas, and NULL', "n": [1, [2, {}]]},
+    [],
+    {"ünïcode": "日本語", "empty": ""},
+]
+
+
+def test_awkward_values_round_trip_to_the_right_rows(manager) -> None:
+    # PostgreSQL writes a batch as one array per column (unnest): the values, nulls and
+    # order of every row must come back as they went in.
+    drafts = [_draft(manager, f'odd,"{i}"{{}}') for i in range(5)]
+    for i, draft in enumerate(drafts):
+        draft.labels = {"value": AWKWARD[i % len(AWKWARD)]}
+        draft.annotations = {}
+        draft.queue_name = "" if i % 2 else 'lq "x", {y}'
+
+    with transaction.atomic():
+        created = bulk.insert(Workload, drafts, batch_size=3)
+        written = bulk.update_versioned(Workload, [
+            bulk.VersionedChange(w.pk, 1, {"conditions": AWKWARD[i % len(AWKWARD)]
+                                           if i % 2 == 0 else [],
+                                           "requeue_at": None,
+                                           "admission": None if i % 2 else AWKWARD[0]})
+            for i, w in enumerate(created)], batch_size=2)
+
+    assert written == {w.pk for w in created}
+    for i, w in enumerate(created):
+        stored = Workload.objects.get(pk=w.pk)
+        assert stored.name == f'odd,"{i}"{{}}'
+        assert stored.labels == {"value": AWKWARD[i % len(AWKWARD)]}
+        assert stored.queue_name == ("" if i % 2 else 'lq "x", {y}')
+        assert stored.conditions == (AWKWARD[i % len(AWKWARD)] if i % 2 == 0 else [])
+        assert stored.admission == (None if i % 2 else AWKWARD[0])
+        assert stored.requeue_at is None
+        assert stored.resource_version == 2
