@@ -908,7 +908,7 @@ def requeue_due_queues(cluster_id: int, *, now: datetime) -> int:
     # A release elsewhere in these trees, due later, is covered by this requeue.
     ClusterQueue.objects.filter(pk__in=tree, requeue_due_at__isnull=False).update(
         requeue_due_at=None)
-    return queue_inadmissible_workloads(cluster_id, tree, now=now)
+    return _requeue(cluster_id, tree, now=now)
 
 
 def cohort_tree_queue_ids(cluster_id: int, cluster_queue_ids: Iterable[int]) -> set[int]:
@@ -939,7 +939,14 @@ def queue_inadmissible_workloads(
     """Move parked workloads back to their queues' heaps (Kueue's
     QueueInadmissibleWorkloads): the queues' parked shapes are dropped, and workloads parked
     one by one become active again. None means every queue; otherwise the cohort trees of
-    the given queues. Returns how many workloads were parked one by one.
+    the given queues. Returns how many workloads were parked one by one."""
+    tree = (None if cluster_queue_ids is None
+            else cohort_tree_queue_ids(cluster_id, cluster_queue_ids))
+    return _requeue(cluster_id, tree, now=now)
+
+
+def _requeue(cluster_id: int, cluster_queue_ids: set[int] | None, *, now: datetime) -> int:
+    """``queue_inadmissible_workloads`` for exactly these queues (None: all of the domain).
 
     The workloads are found by their local queues on the ``workload_queue_order`` index
     (local queue, phase, queue state), so only the parked rows are read: filtered by domain
@@ -947,9 +954,8 @@ def queue_inadmissible_workloads(
     local_queues = LocalQueue.objects.filter(cluster_id=cluster_id)
     shapes = ParkedShape.objects.filter(cluster_queue__cluster_id=cluster_id)
     if cluster_queue_ids is not None:
-        tree = cohort_tree_queue_ids(cluster_id, cluster_queue_ids)
-        local_queues = local_queues.filter(cluster_queue_id__in=tree)
-        shapes = ParkedShape.objects.filter(cluster_queue_id__in=tree)
+        local_queues = local_queues.filter(cluster_queue_id__in=cluster_queue_ids)
+        shapes = ParkedShape.objects.filter(cluster_queue_id__in=cluster_queue_ids)
     shapes.delete()
     parked = Workload.objects.filter(
         local_queue_id__in=list(local_queues.order_by().values_list("pk", flat=True)),
