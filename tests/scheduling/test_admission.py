@@ -10,7 +10,14 @@ import pytest
 from scheduling import admission
 from scheduling.choices import QueueState, WorkloadPhase
 from scheduling.conditions import find
-from scheduling.models import AdmissionLease, ClusterQueue, Event, ParkedShape, Workload
+from scheduling.models import (
+    AdmissionLease,
+    ClusterQueue,
+    Event,
+    LocalQueue,
+    ParkedShape,
+    Workload,
+)
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -386,6 +393,43 @@ def test_the_sticky_preemptor_is_not_held_by_a_parked_shape(
         == ["big-1"]
 
 
+def test_heads_are_read_per_shape_and_merged_in_queue_order(
+    manager, make_queue, make_workload
+) -> None:
+    # Head selection walks each local queue's shapes (priority, pod sets) and reads the
+    # first rows of each, so the heads of several shapes, of two local queues of the same
+    # cluster queue, must still come out in Kueue's heap order: priority, then time.
+    cq = make_queue("cq", {"cpu": "8"})
+    LocalQueue.objects.create(cluster=manager, namespace="other", name="lq-cq",
+                              cluster_queue=cq)
+    created = []
+    for i in range(4):  # two shapes of one priority, interleaved in time, in two namespaces
+        created.append(make_workload(f"a-{i}", "lq-cq", {"cpu": "1"},
+                                     namespace="ns" if i % 2 else "other"))
+        created.append(make_workload(f"b-{i}", "lq-cq", {"cpu": "2"}))
+    make_workload("high", "lq-cq", {"cpu": "3"}, priority=5)
+    backing_off = make_workload("later", "lq-cq", {"cpu": "1"}, priority=9)
+    Workload.objects.filter(pk=backing_off.pk).update(requeue_at=NOW + timedelta(seconds=5))
+    for offset, wl in enumerate(created):  # queue order: a-0, b-0, a-1, b-1, ...
+        Workload.objects.filter(pk=wl.pk).update(queued_at=NOW + timedelta(seconds=offset))
+
+    def heads(per_queue: int) -> list[str]:
+        return [row["name"] for row in admission.select_heads(manager.pk, now=NOW,
+                                                              per_queue=per_queue)]
+
+    assert heads(8) == ["high", "a-0", "b-0", "a-1", "b-1", "a-2", "b-2", "a-3"]
+    assert heads(3) == ["high", "a-0", "b-0"]
+
+    ParkedShape.objects.create(cluster_queue=cq, priority=0,
+                               pod_sets_hash=_reload(created[0]).pod_sets_hash,
+                               reason="Pending", message="does not fit", parked_at=NOW)
+
+    assert heads(8) == ["high", "b-0", "b-1", "b-2", "b-3"]
+    # Back-off over: the workload is a candidate again, first by its priority.
+    assert [row["name"] for row in admission.select_heads(
+        manager.pk, now=NOW + timedelta(seconds=5), per_queue=2)] == ["later", "high"]
+
+
 def test_parking_writes_one_row_per_shape_and_no_workload(
     manager, make_queue, make_workload, django_assert_num_queries
 ) -> None:
@@ -530,7 +574,7 @@ def test_a_release_during_a_cycle_does_not_leave_a_shape_parked(
 def test_a_requeue_reads_only_the_parked_rows(manager, make_queue, make_workload) -> None:
     # Every quota release requeues its tree: found by domain and phase, SQLite read every
     # pending row and parsed its conditions each time. By local queue and queue state it
-    # reads the parked rows only, on the queue-order index.
+    # reads the parked rows only, on the queue-shapes index.
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -550,5 +594,5 @@ def test_a_requeue_reads_only_the_parked_rows(manager, make_queue, make_workload
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN QUERY PLAN " + update)
         plan = [row[-1] for row in cursor.fetchall()]
-    assert any("workload_queue_order (local_queue_id=? AND phase=? AND queue_state=?)" in step
+    assert any("workload_queue_shapes (local_queue_id=? AND phase=? AND queue_state=?)" in step
                for step in plan), plan
