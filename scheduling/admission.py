@@ -189,12 +189,14 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
         events: list[Event] = []
         reservations: list[tuple[dict[str, Any], HeadResult, bulk.VersionedChange]] = []
         writes: list[bulk.VersionedChange] = []
+        shapes_parked = {move.shape for move in result.bulk_parked}
         for head in result.results:
             row = rows_by_key[head.key]
             if head.admitted:
                 reservations.append((row, head, _reservation(row, head, specs, now=now)))
             else:
-                _record_pending(cluster_id, row, head, now=now, events=events, writes=writes)
+                _record_pending(cluster_id, row, head, now=now, events=events, writes=writes,
+                                with_shape=_shape(head.cluster_queue, row) in shapes_parked)
                 metrics.admission_attempt("inadmissible", per_head)
         # Each decision is conditional on the version the round read: a workload changed
         # meanwhile keeps its own state and is looked at again next round.
@@ -674,19 +676,28 @@ def _record_pending(
     now: datetime,
     events: list[Event],
     writes: list[bulk.VersionedChange],
+    with_shape: bool = False,
 ) -> None:
     """QuotaReserved=False with the reason an operator reads, and the queue position.
 
     Written only when something changed, so a head that waits for many cycles costs one
-    write, not one per cycle; the writes of a round go out together.
+    write, not one per cycle; the writes of a round go out together. A head parked
+    ``with_shape`` (its shape's ``ParkedShape`` row is written in the same transaction)
+    is held by that row, like the rest of its shape, and its own row keeps its queue
+    state: a head that parks again with the same message after every release is then not
+    written at all, nor flipped back by the requeue.
     """
     conditions = cond.set_condition(
         row["conditions"], "QuotaReserved", False, head.quota_reserved_reason or "Pending",
         head.message, now=now,
     )
-    queue_state = QueueState.INADMISSIBLE if head.parked else QueueState.ACTIVE
+    queue_state = (QueueState.INADMISSIBLE if head.parked and not with_shape
+                   else QueueState.ACTIVE)
     state = dict(row["scheduler_state"] or {})
-    if head.last_assignment is not None:
+    # The flavor scan's progress is kept while flavors are left to try. A scan that
+    # reached the end starts over at the first flavor, as with no state at all, so it is
+    # not kept: its cycle number alone would rewrite a waiting head on every attempt.
+    if head.last_assignment is not None and head.last_assignment.pending_flavors():
         state["lastAssignment"] = head.last_assignment.to_dict()
     else:
         state.pop("lastAssignment", None)

@@ -32,6 +32,15 @@ def _reload(wl: Workload) -> Workload:
     return Workload.objects.get(pk=wl.pk)
 
 
+def _parked_with_shape(wl: Workload) -> bool:
+    """Parked as Kueue's bulk move parks a head (BestEffortFIFO): by its shape's row, its
+    own row left active."""
+    row = _reload(wl)
+    return row.queue_state == QueueState.ACTIVE and ParkedShape.objects.filter(
+        cluster_queue=row.local_queue.cluster_queue, priority=row.priority,
+        pod_sets_hash=row.pod_sets_hash).exists()
+
+
 def test_admits_head_that_fits_and_records_admission(
     manager, make_queue: Callable[..., ClusterQueue], make_workload: Callable[..., Workload]
 ) -> None:
@@ -109,7 +118,7 @@ def test_workload_that_does_not_fit_says_why_and_is_parked(
     big = _reload(big)
     assert outcome.admitted == []
     assert big.phase == WorkloadPhase.PENDING
-    assert big.queue_state == QueueState.INADMISSIBLE  # BestEffortFIFO parks it
+    assert _parked_with_shape(big)  # BestEffortFIFO parks it
     reserved = find(big.conditions, "QuotaReserved")
     assert reserved["status"] == "False"
     assert "insufficient quota for cpu in flavor default" in reserved["message"]
@@ -121,7 +130,7 @@ def test_parked_workload_comes_back_when_quota_changes(
     cq = make_queue("cq", {"cpu": "2"})
     big = make_workload("big", "lq-cq", {"cpu": "3"})
     _cycle(manager.pk)
-    assert _reload(big).queue_state == QueueState.INADMISSIBLE
+    assert _parked_with_shape(big)
 
     cq.quotas.update(nominal_quota="4")
     outcome = _cycle(manager.pk, NOW + timedelta(seconds=1))
@@ -149,7 +158,7 @@ def test_best_effort_fifo_lets_the_next_workload_in(manager, make_queue, make_wo
     # Cycle 1 parks the head that does not fit; cycle 2 admits the next one.
     assert outcome.admitted == ["ns/small"]
     assert outcome.cycle == 2
-    assert Workload.objects.get(name="big").queue_state == QueueState.INADMISSIBLE
+    assert _parked_with_shape(Workload.objects.get(name="big"))
 
 
 def test_preemption_evicts_then_releases_then_admits_the_preemptor(
@@ -342,8 +351,9 @@ def test_a_parked_head_parks_the_pending_workloads_of_its_shape(
         "cq", 0, _reload(bigs[0]).pod_sets_hash)
     assert (shape.reason, shape.message) == (
         "ExceedsMaxQuota", find(_reload(bigs[0]).conditions, "QuotaReserved")["message"])
-    # Only the head that was tried is written; the others keep their rows as they were.
-    assert _reload(bigs[0]).queue_state == QueueState.INADMISSIBLE
+    # Only the head that was tried is written (its condition); the others keep their rows
+    # as they were. All wait behind the shape's row.
+    assert _parked_with_shape(bigs[0])
     assert find(_reload(bigs[0]).conditions, "QuotaReserved")["status"] == "False"
     assert {(w.queue_state, w.resource_version) for w in map(_reload, bigs[1:])} == {
         (QueueState.ACTIVE, bigs[1].resource_version)}
@@ -353,8 +363,34 @@ def test_a_parked_head_parks_the_pending_workloads_of_its_shape(
 
     assert second.admitted == ["ns/small"]
     assert second.heads == 2  # big-high (another shape, also parked), then small
-    assert _reload(other).queue_state == QueueState.INADMISSIBLE
+    assert _parked_with_shape(other)
     assert ParkedShape.objects.count() == 2
+
+
+def test_a_head_that_parks_again_with_the_same_message_is_not_written(
+    manager, make_queue, make_workload
+) -> None:
+    # Each release requeues the tree, and a head that still does not fit parks its shape
+    # again. Its own row is not the one that holds it, so nothing of it is rewritten:
+    # neither by the park nor by the requeue that undoes it.
+    make_queue("cq", {"cpu": "2"})
+    assert _cycle(manager.pk).admitted == []  # nothing to admit yet
+    make_workload("running", "lq-cq", {"cpu": "2"})
+    assert _cycle(manager.pk).admitted == ["ns/running"]
+    waiting = make_workload("waiting", "lq-cq", {"cpu": "1"})
+    _cycle(manager.pk, NOW + timedelta(seconds=1))
+    parked = _reload(waiting)
+    assert _parked_with_shape(parked)
+
+    for second in (2, 3):
+        admission.queue_inadmissible_workloads(manager.pk, None, now=NOW)
+        assert not ParkedShape.objects.exists()
+        outcome = _cycle(manager.pk, NOW + timedelta(seconds=second))
+        assert outcome.heads == 1
+        assert outcome.admitted == []
+        assert _parked_with_shape(waiting)
+        after = _reload(waiting)
+        assert after.resource_version == parked.resource_version
 
 
 def test_a_parked_shape_holds_later_workloads_of_it_until_the_queue_is_requeued(
@@ -500,7 +536,7 @@ def test_parked_workloads_come_back_one_batch_period_after_quota_is_released(
     ones = [make_workload(f"one-{i:02}", "lq-cq", {"cpu": "1"}) for i in range(12)]
     _cycle(manager.pk, NOW + timedelta(seconds=1))
     # The head is parked, and the other eleven of its shape with it.
-    assert _reload(ones[0]).queue_state == QueueState.INADMISSIBLE
+    assert _parked_with_shape(ones[0])
     assert ParkedShape.objects.count() == 1
     assert admission.select_heads(manager.pk, now=NOW, per_queue=8) == []
 
