@@ -116,6 +116,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"timeout": 20, "transaction_mode": "IMMEDIATE",
          "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
     )
+    # The same backend, whose threads hand the write lock on without SQLite's busy polling.
+    DATABASES["default"]["ENGINE"] = "kueueweb.db.sqlite3"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis, Celery, Channels -------------------------------------------------------------

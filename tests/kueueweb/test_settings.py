@@ -25,7 +25,7 @@ def test_embedded_default_needs_nothing_but_python() -> None:
     result = _load_settings({})
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [
-        "django.db.backends.sqlite3", "embedded", "channels.layers.InMemoryChannelLayer",
+        "kueueweb.db.sqlite3", "embedded", "channels.layers.InMemoryChannelLayer",
     ]
 
 
