@@ -35,7 +35,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         timeout = float(self.settings_dict.get("OPTIONS", {}).get("timeout", 5))
         self._holds_write_lock = _write_lock.acquire(timeout=timeout)
         try:
-            super()._start_transaction_under_autocommit()
+            super()._start_transaction_under_autocommit()  # type: ignore[misc]
         except BaseException:
             self._release_write_lock()
             raise
@@ -47,18 +47,18 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _commit(self) -> Any:
         try:
-            return super()._commit()
+            return super()._commit()  # type: ignore[misc]
         finally:
             self._release_write_lock()
 
     def _rollback(self) -> Any:
         try:
-            return super()._rollback()
+            return super()._rollback()  # type: ignore[misc]
         finally:
             self._release_write_lock()
 
     def _close(self) -> Any:
         try:
-            return super()._close()
+            return super()._close()  # type: ignore[misc]
         finally:
             self._release_write_lock()
