@@ -431,11 +431,11 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
     candidates.
 
     The cost does not grow with the backlog (``_head_keys``): a cluster queue's heads are
-    among the first rows of its local queues' unparked shapes, those are ranked by their
-    sort keys, and only the ``per_queue`` first of each cluster queue are loaded.
+    among its local queues' first candidates, those are ranked by their sort keys, and
+    only the ``per_queue`` first of each cluster queue are loaded.
     """
     def order(key: Sequence[Any]) -> tuple[Any, ...]:
-        queue, _, preempting, priority, queued_at, created_at, uid = key
+        queue, _, _, preempting, priority, queued_at, created_at, uid = key
         return (queue, not preempting, -priority, queued_at or created_at, str(uid))
 
     taken: dict[int, int] = {}
@@ -443,7 +443,7 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
     for key in sorted(_head_keys(cluster_id, now=now, per_queue=per_queue), key=order):
         if taken.get(key[0], 0) < per_queue:
             taken[key[0]] = taken.get(key[0], 0) + 1
-            ids.append(key[1])
+            ids.append(key[2])
     rows = list(Workload.objects.filter(pk__in=ids)
                 .values(*snapshots.WORKLOAD_FIELDS, "annotations", "pod_sets_hash",
                         "local_queue__cluster_queue_id", "local_queue__cluster_queue__name"))
@@ -452,72 +452,162 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
     return rows
 
 
-def _head_keys(cluster_id: int, *, now: datetime, per_queue: int) -> list[tuple[Any, ...]]:
-    """(cluster queue id, id, preempting, priority, queued_at, created_at, uid) of the first
-    ``per_queue`` candidates of each unparked shape of every running local queue of the
-    domain, and of its sticky preemptors (never parked).
+# How many of a local queue's first pending rows head selection reads, looking for its
+# candidates, before it reads the queue by shapes instead: this many per candidate.
+_SCAN_ROWS_PER_CANDIDATE = 4
 
-    The cost grows with the shapes a queue holds, not with its backlog. One parked shape
-    may hold thousands of workloads; passing over them row by row (the queue order, then a
-    ``NOT EXISTS`` per row) took 35 ms a call with 13,000 pending on ``baseline``. Instead
-    a recursive query walks each local queue's distinct (priority, pod sets hash) pairs
-    on the ``workload_queue_shapes`` index, one seek a pair (a loose index scan), drops
-    the parked ones, and reads the first rows of each other pair in queue order.
+
+def _head_keys(cluster_id: int, *, now: datetime, per_queue: int) -> list[tuple[Any, ...]]:
+    """(cluster queue id, local queue id, id, preempting, priority, queued_at, created_at,
+    uid) of at least the first ``per_queue`` candidates of every running local queue of
+    the domain.
+
+    The cost does not grow with the backlog. A local queue's first rows are read in queue
+    order (``workload_queue_order``), passing over those of a parked shape, but no more
+    than a few times ``per_queue`` of them, and most queues find their candidates there.
+    A queue that does not, and holds more rows than were read, may have thousands of
+    workloads of a parked shape ahead of its candidates (13,000 pending on ``baseline``
+    cost 35 ms a call to pass over row by row): it is read again by its shapes
+    (``_shape_keys``).
     """
-    quote = connection.ops.quote_name
-    workloads, local_queues, parked = (quote(Workload._meta.db_table),
-                                       quote(LocalQueue._meta.db_table),
-                                       quote(ParkedShape._meta.db_table))
-    pending = "{w}.phase = %s AND {w}.queue_state = %s AND {w}.active = %s"
-    pending_params: list[Any] = [WorkloadPhase.PENDING, QueueState.ACTIVE, True]
-    due = "({w}.requeue_at IS NULL OR {w}.requeue_at <= %s)"
-    due_params: list[Any] = [
-        Workload._meta.get_field("requeue_at").get_db_prep_value(now, connection)]
-    columns = "{w}.id, {w}.preempting, {w}.priority, {w}.queued_at, {w}.created_at, {w}.uid"
+    sql = _HeadSql(now, per_queue)
+    scan = max(per_queue * _SCAN_ROWS_PER_CANDIDATE, 32)
+    # SQLite, without statistics, would rather take the shapes index (one more equal
+    # column) and sort every pending row of the queue.
+    order_index = ("INDEXED BY workload_queue_order" if connection.vendor == "sqlite" else "")
+    first_rows = (
+        f"SELECT s.id FROM (SELECT r.id, r.preempting, r.priority, r.pod_sets_hash "
+        f"FROM {sql.workloads} r {order_index} "
+        f"WHERE r.local_queue_id = lq.id AND {sql.candidate('r')} "
+        "ORDER BY r.preempting DESC, r.priority DESC, r.queued_at ASC, r.uid ASC "
+        f"LIMIT %s) s WHERE s.preempting OR NOT {sql.parked('s', 'lq.cluster_queue_id')} "
+        "LIMIT %s"
+    )
+    if connection.vendor == "postgresql":
+        query = (f"SELECT lq.cluster_queue_id, lq.id, {sql.columns('w')} "
+                 f"FROM {sql.local_queues} lq CROSS JOIN LATERAL ({first_rows}) c "
+                 f"JOIN {sql.workloads} w ON w.id = c.id "
+                 "WHERE lq.cluster_id = %s AND lq.stop_policy = %s")
+    else:  # SQLite runs a correlated IN once per outer row
+        query = (f"SELECT lq.cluster_queue_id, lq.id, {sql.columns('w')} "
+                 f"FROM {sql.local_queues} lq JOIN {sql.workloads} w ON w.id IN ({first_rows}) "
+                 "WHERE lq.cluster_id = %s AND lq.stop_policy = %s")
+    with connection.cursor() as cursor:
+        cursor.execute(query, [*sql.candidate_params, scan, per_queue, cluster_id,
+                               StopPolicy.NONE])
+        keys = list(cursor.fetchall())
+    found: dict[int, int] = {}
+    for key in keys:
+        found[key[1]] = found.get(key[1], 0) + 1
+    complete = [queue for queue, count in found.items() if count >= per_queue]
+    by_shape = _longer_than(cluster_id, scan, sql, exclude=complete)
+    if not by_shape:
+        return keys
+    # Their sticky preemptors come first in queue order, so the rows read hold them.
+    return ([key for key in keys if key[1] not in by_shape or key[3]]
+            + _shape_keys(sorted(by_shape), sql))
+
+
+class _HeadSql:
+    """Tables, SQL fragments and parameters shared by the head queries."""
+
+    def __init__(self, now: datetime, per_queue: int) -> None:
+        quote = connection.ops.quote_name
+        self.workloads = quote(Workload._meta.db_table)
+        self.local_queues = quote(LocalQueue._meta.db_table)
+        self.parked_shapes = quote(ParkedShape._meta.db_table)
+        self.per_queue = per_queue
+        # An active pending workload in the heap whose back-off, if any, has ended.
+        self.candidate_params: list[Any] = [
+            WorkloadPhase.PENDING, QueueState.ACTIVE, True,
+            Workload._meta.get_field("requeue_at").get_db_prep_value(now, connection)]
+
+    @staticmethod
+    def candidate(w: str) -> str:
+        return (f"{w}.phase = %s AND {w}.queue_state = %s AND {w}.active = %s "
+                f"AND ({w}.requeue_at IS NULL OR {w}.requeue_at <= %s)")
+
+    @staticmethod
+    def columns(w: str) -> str:
+        return (f"{w}.id, {w}.preempting, {w}.priority, {w}.queued_at, {w}.created_at, "
+                f"{w}.uid")
+
+    def parked(self, w: str, cluster_queue: str) -> str:
+        return (f"EXISTS (SELECT 1 FROM {self.parked_shapes} p WHERE p.cluster_queue_id = "
+                f"{cluster_queue} AND p.priority = {w}.priority "
+                f"AND p.pod_sets_hash = {w}.pod_sets_hash)")
+
+
+def _longer_than(cluster_id: int, scan: int, sql: _HeadSql, *,
+                 exclude: Sequence[int]) -> set[int]:
+    """The running local queues of the domain, other than ``exclude``, with more than
+    ``scan`` active pending rows, parked or backing off or not (counted on the index, no
+    further than that)."""
+    query = (f"SELECT lq.id FROM {sql.local_queues} lq WHERE lq.cluster_id = %s "
+             "AND lq.stop_policy = %s AND (SELECT count(*) FROM (SELECT 1 FROM "
+             f"{sql.workloads} r WHERE r.local_queue_id = lq.id AND r.phase = %s "
+             "AND r.queue_state = %s AND r.active = %s LIMIT %s) n) > %s")
+    params: list[Any] = [cluster_id, StopPolicy.NONE, *sql.candidate_params[:3], scan + 1,
+                         scan]
+    if exclude:
+        query += f" AND lq.id NOT IN ({', '.join(['%s'] * len(exclude))})"
+        params += list(exclude)
+    with connection.cursor() as cursor:
+        cursor.execute(query, params)
+        return {queue for (queue,) in cursor.fetchall()}
+
+
+def _shape_keys(local_queues: Sequence[int], sql: _HeadSql) -> list[tuple[Any, ...]]:
+    """The keys of ``_head_keys`` for the first ``per_queue`` candidates of each unparked
+    shape of ``local_queues`` (sticky preemptors aside), read by shape.
+
+    A recursive query walks each queue's distinct (priority, pod sets hash) pairs on the
+    ``workload_queue_shapes`` index, two seeks a pair (a loose index scan), drops the
+    parked pairs, and reads the first rows of each other pair in queue order.
+    """
+    pending = ("{w}.phase = %s AND {w}.queue_state = %s AND {w}.active = %s "
+               "AND {w}.preempting = %s")
+    pending_params = [*sql.candidate_params[:3], False]
 
     def next_shape(queue: str, after: str) -> str:
         # The local queue's first shape in (priority, hash) order after ``after``: one seek.
-        return (f"(SELECT n.id FROM {workloads} n WHERE n.local_queue_id = {queue} AND "
-                + pending.format(w="n") + f" AND n.preempting = %s{after} "
+        return (f"(SELECT n.id FROM {sql.workloads} n WHERE n.local_queue_id = {queue} AND "
+                + pending.format(w="n") + f"{after} "
                 "ORDER BY n.priority, n.pod_sets_hash LIMIT 1)")
 
     # The next shape is the next hash of the same priority, else the first of a higher
     # one: two seeks. A row-value bound ``(priority, hash) > (?, ?)`` is one, but SQLite
     # then steps over every row of the current shape to leave it.
+    queues = ", ".join(["%s"] * len(local_queues))
     shapes = (
         "WITH RECURSIVE shapes(lq_id, cq_id, priority, pod_sets_hash) AS ("
-        f"SELECT lq.id, lq.cluster_queue_id, f.priority, f.pod_sets_hash FROM {local_queues} lq "
-        f"JOIN {workloads} f ON f.id = {next_shape('lq.id', '')} "
-        "WHERE lq.cluster_id = %s AND lq.stop_policy = %s "
+        f"SELECT lq.id, lq.cluster_queue_id, f.priority, f.pod_sets_hash "
+        f"FROM {sql.local_queues} lq "
+        f"JOIN {sql.workloads} f ON f.id = {next_shape('lq.id', '')} "
+        f"WHERE lq.id IN ({queues}) "
         "UNION ALL "
         f"SELECT s.lq_id, s.cq_id, f.priority, f.pod_sets_hash FROM shapes s "
-        f"JOIN {workloads} f ON f.id = COALESCE("
+        f"JOIN {sql.workloads} f ON f.id = COALESCE("
         + next_shape("s.lq_id", " AND n.priority = s.priority AND n.pod_sets_hash > s.pod_sets_hash")
         + ", " + next_shape("s.lq_id", " AND n.priority > s.priority") + "))"
     )
-    shape_params = [*pending_params, False, cluster_id, StopPolicy.NONE,
-                    *pending_params, False, *pending_params, False]
-    in_shape = (f"SELECT {{columns}} FROM {workloads} c WHERE c.local_queue_id = s.lq_id AND "
-                + pending.format(w="c") + " AND c.preempting = %s AND c.priority = s.priority "
-                "AND c.pod_sets_hash = s.pod_sets_hash AND " + due.format(w="c")
-                + " ORDER BY c.queued_at, c.uid LIMIT %s")
-    in_shape_params = [*pending_params, False, *due_params, per_queue]
-    unparked = (f"NOT EXISTS (SELECT 1 FROM {parked} p WHERE p.cluster_queue_id = s.cq_id "
-                "AND p.priority = s.priority AND p.pod_sets_hash = s.pod_sets_hash)")
+    shape_params = [*pending_params, *local_queues, *pending_params, *pending_params]
+    in_shape = (f"SELECT {{columns}} FROM {sql.workloads} c WHERE c.local_queue_id = s.lq_id "
+                "AND " + pending.format(w="c") + " AND c.priority = s.priority "
+                "AND c.pod_sets_hash = s.pod_sets_hash "
+                "AND (c.requeue_at IS NULL OR c.requeue_at <= %s) "
+                "ORDER BY c.queued_at, c.uid LIMIT %s")
+    in_shape_params = [*pending_params, sql.candidate_params[3], sql.per_queue]
+    unparked = f"NOT {sql.parked('s', 's.cq_id')}"
     if connection.vendor == "postgresql":
-        heads = (f"SELECT s.cq_id, h.* FROM shapes s CROSS JOIN LATERAL "
-                 f"({in_shape.format(columns=columns.format(w='c'))}) h WHERE {unparked}")
+        heads = (f"SELECT s.cq_id, s.lq_id, h.* FROM shapes s CROSS JOIN LATERAL "
+                 f"({in_shape.format(columns=sql.columns('c'))}) h WHERE {unparked}")
     else:  # SQLite runs a correlated IN once per outer row
-        heads = (f"SELECT s.cq_id, {columns.format(w='w')} FROM shapes s JOIN {workloads} w "
-                 f"ON w.id IN ({in_shape.format(columns='c.id')}) WHERE {unparked}")
-    preemptors = (f"SELECT lq.cluster_queue_id, {columns.format(w='w')} FROM {local_queues} lq "
-                  f"JOIN {workloads} w ON w.local_queue_id = lq.id "
-                  "WHERE lq.cluster_id = %s AND lq.stop_policy = %s AND "
-                  + pending.format(w="w") + " AND w.preempting = %s AND " + due.format(w="w"))
-    preemptor_params = [cluster_id, StopPolicy.NONE, *pending_params, True, *due_params]
+        heads = (f"SELECT s.cq_id, s.lq_id, {sql.columns('w')} FROM shapes s "
+                 f"JOIN {sql.workloads} w ON w.id IN ({in_shape.format(columns='c.id')}) "
+                 f"WHERE {unparked}")
     with connection.cursor() as cursor:
-        cursor.execute(f"{shapes} {heads} UNION ALL {preemptors}",
-                       [*shape_params, *in_shape_params, *preemptor_params])
+        cursor.execute(f"{shapes} {heads}", [*shape_params, *in_shape_params])
         return list(cursor.fetchall())
 
 
@@ -997,8 +1087,8 @@ def queue_inadmissible_workloads(
 def _requeue(cluster_id: int, cluster_queue_ids: set[int] | None, *, now: datetime) -> int:
     """``queue_inadmissible_workloads`` for exactly these queues (None: all of the domain).
 
-    The workloads are found by their local queues on the ``workload_queue_shapes`` index
-    (local queue, phase, queue state), so only the parked rows are read: filtered by domain
+    The workloads are found by their local queues on an index that leads with (local
+    queue, phase, queue state), so only the parked rows are read: filtered by domain
     and phase, SQLite read every pending row and parsed its conditions, on every release."""
     local_queues = LocalQueue.objects.filter(cluster_id=cluster_id)
     shapes = ParkedShape.objects.filter(cluster_queue__cluster_id=cluster_id)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import MD5, Cast, Concat
 
 from scheduling.choices import (
@@ -393,10 +393,15 @@ class Workload(NamespacedObject):
             ),
         ]
         indexes = [
-            # Heads of each cluster queue (``admission.select_heads``): the distinct shapes
-            # (priority, pod sets) of a local queue's pending workloads, a seek each, then
-            # a shape's first workloads in Kueue's heap order (time, UID) without a sort.
-            # Also the parked workloads of a queue (its requeue).
+            # Heads of each cluster queue: active pending workloads by priority, then time.
+            # Kueue's heap order, so a queue's first rows are read without a sort.
+            models.Index(
+                F("local_queue"), F("phase"), F("queue_state"), F("preempting").desc(),
+                F("priority").desc(), F("queued_at"), F("uid"), name="workload_queue_order",
+            ),
+            # Heads of a local queue with a long parked shape ahead of its candidates
+            # (``admission._shape_keys``): its distinct shapes (priority, pod sets), a
+            # seek each, then a shape's first workloads in queue order without a sort.
             models.Index(
                 fields=["local_queue", "phase", "queue_state", "active", "preempting",
                         "priority", "pod_sets_hash", "queued_at", "uid"],

@@ -429,12 +429,11 @@ def test_the_sticky_preemptor_is_not_held_by_a_parked_shape(
         == ["big-1"]
 
 
-def test_heads_are_read_per_shape_and_merged_in_queue_order(
+def test_heads_of_several_shapes_and_local_queues_come_in_queue_order(
     manager, make_queue, make_workload
 ) -> None:
-    # Head selection walks each local queue's shapes (priority, pod sets) and reads the
-    # first rows of each, so the heads of several shapes, of two local queues of the same
-    # cluster queue, must still come out in Kueue's heap order: priority, then time.
+    # The heads of several shapes, of two local queues of the same cluster queue, come
+    # out in Kueue's heap order: priority, then time.
     cq = make_queue("cq", {"cpu": "8"})
     LocalQueue.objects.create(cluster=manager, namespace="other", name="lq-cq",
                               cluster_queue=cq)
@@ -453,7 +452,13 @@ def test_heads_are_read_per_shape_and_merged_in_queue_order(
         return [row["name"] for row in admission.select_heads(manager.pk, now=NOW,
                                                               per_queue=per_queue)]
 
-    assert heads(8) == ["high", "a-0", "b-0", "a-1", "b-1", "a-2", "b-2", "a-3"]
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        assert heads(8) == ["high", "a-0", "b-0", "a-1", "b-1", "a-2", "b-2", "a-3"]
+    # A short queue is read row by row: no walk over its shapes.
+    assert not any("RECURSIVE" in q["sql"] for q in queries.captured_queries)
     assert heads(3) == ["high", "a-0", "b-0"]
 
     ParkedShape.objects.create(cluster_queue=cq, priority=0,
@@ -464,6 +469,35 @@ def test_heads_are_read_per_shape_and_merged_in_queue_order(
     # Back-off over: the workload is a candidate again, first by its priority.
     assert [row["name"] for row in admission.select_heads(
         manager.pk, now=NOW + timedelta(seconds=5), per_queue=2)] == ["later", "high"]
+
+
+def test_a_long_parked_shape_ahead_is_passed_over_by_shape(
+    manager, make_queue, make_workload
+) -> None:
+    # 40 workloads of a parked shape come first in the queue: more than head selection
+    # reads row by row (4 per candidate, 32 here), so it reads the queue by its shapes.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    cq = make_queue("cq", {"cpu": "8"})
+    blocked = [make_workload(f"big-{i:02}", "lq-cq", {"cpu": "9"}, priority=5)
+               for i in range(40)]
+    for i in range(3):
+        make_workload(f"small-{i}", "lq-cq", {"cpu": "1"})
+    make_workload("two", "lq-cq", {"cpu": "2"})
+    ParkedShape.objects.create(cluster_queue=cq, priority=5,
+                               pod_sets_hash=_reload(blocked[0]).pod_sets_hash,
+                               reason="Pending", message="does not fit", parked_at=NOW)
+
+    def heads() -> list[str]:
+        return [row["name"] for row in admission.select_heads(manager.pk, now=NOW, per_queue=8)]
+
+    with CaptureQueriesContext(connection) as queries:
+        assert heads() == ["small-0", "small-1", "small-2", "two"]
+    assert any(q["sql"].startswith("WITH RECURSIVE") for q in queries.captured_queries)
+    # The sticky preemptor is never held by its shape, and comes first.
+    Workload.objects.filter(pk=blocked[39].pk).update(preempting=True)
+    assert heads() == ["big-39", "small-0", "small-1", "small-2", "two"]
 
 
 def test_parking_writes_one_row_per_shape_and_no_workload(
@@ -610,7 +644,7 @@ def test_a_release_during_a_cycle_does_not_leave_a_shape_parked(
 def test_a_requeue_reads_only_the_parked_rows(manager, make_queue, make_workload) -> None:
     # Every quota release requeues its tree: found by domain and phase, SQLite read every
     # pending row and parsed its conditions each time. By local queue and queue state it
-    # reads the parked rows only, on the queue-shapes index.
+    # reads the parked rows only, on an index that leads with those.
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -630,5 +664,7 @@ def test_a_requeue_reads_only_the_parked_rows(manager, make_queue, make_workload
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN QUERY PLAN " + update)
         plan = [row[-1] for row in cursor.fetchall()]
-    assert any("workload_queue_shapes (local_queue_id=? AND phase=? AND queue_state=?)" in step
-               for step in plan), plan
+    # Either index that leads with the local queue, phase and queue state.
+    assert any(f"{index} (local_queue_id=? AND phase=? AND queue_state=?)" in step
+               for step in plan for index in ("workload_queue_order", "workload_queue_shapes")
+               ), plan
