@@ -167,21 +167,28 @@ class SimulatedCluster(threading.Thread):
             "Evicted", "True", present=False)
 
     def _start_admitted(self) -> None:
+        """Start the workloads admitted since the last look. The recent reservations are
+        read by plain columns; only those not running yet are checked for an eviction and
+        their labels read, so a tick that finds nothing new parses no JSON."""
         lookups = {}
         if self._watermark is not None:
             lookups["quota_reserved_at__gte"] = self._watermark - self.MARGIN
+        recent = Workload.objects.filter(cluster_id=self.cluster_id,
+                                         phase=WorkloadPhase.ADMITTED, active=True,
+                                         **lookups).order_by()
         new: dict[int, int] = {}
-        for workload_id, version, reserved_at in self._admitted(**lookups).values_list(
+        for workload_id, version, reserved_at in recent.values_list(
                 "id", "resource_version", "quota_reserved_at"):
             if reserved_at is not None and (self._watermark is None
                                             or reserved_at > self._watermark):
                 self._watermark = reserved_at
             if workload_id not in self._running:
                 new[workload_id] = version
-        if new:
-            labels = dict(Workload.objects.filter(pk__in=list(new)).values_list("id", "labels"))
-            for workload_id, version in new.items():
-                self._start(workload_id, version, labels.get(workload_id))
+        if not new:
+            return
+        for workload_id, version, labels in self._admitted(pk__in=list(new)).values_list(
+                "id", "resource_version", "labels"):
+            self._start(workload_id, version, labels)
 
     def _start(self, workload_id: int, version: int, labels: dict[str, str] | None) -> None:
         runtime_ms = int((labels or {}).get(RUNNING_TIME_LABEL, "0") or 0)
