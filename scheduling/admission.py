@@ -34,6 +34,7 @@ from kueueweb import live, reconcile
 from scheduling import bulk, jobs, metrics, snapshots
 from scheduling import conditions as cond
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
+from scheduling.core import types as core_types
 from scheduling.core.cycle import (
     CyclePolicy,
     Head,
@@ -160,7 +161,7 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
         flavors=specs.flavors,
         cohorts=specs.cohorts,
         cluster_queues=specs.cluster_queues,
-        admitted=[snapshots.admitted_workload(row) for row in reserving],
+        admitted=[snapshots.reserving_cache.built(cluster_id, row) for row in reserving],
         namespaces=snapshots.namespace_labels(row["namespace"] for row in head_rows),
         generations=generations,
         inactive=specs.inactive,
@@ -172,7 +173,7 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
     best_effort = {cq.name for cq in specs.cluster_queues
                    if cq.queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO}
     rounds = run_cycles(snapshot, head_rows, per_queue=per_queue, now=now, first_cycle=cycle,
-                        bulk_park=best_effort)
+                        bulk_park=best_effort, cluster_id=cluster_id)
     cycle = rounds.last_cycle
     outcome = CycleOutcome(ran=True, cycle=cycle, heads=rounds.heads, released=released)
     per_head = (time.perf_counter() - started) / max(rounds.heads, 1)
@@ -267,6 +268,7 @@ def run_cycles(
     now: datetime,
     first_cycle: int,
     bulk_park: frozenset[str] | set[str] = frozenset(),
+    cluster_id: int | None = None,
 ) -> Rounds:
     """Run Kueue scheduling cycles over ``rows`` (``select_heads``) until one would need
     the database again.
@@ -285,7 +287,15 @@ def run_cycles(
     PreemptionNoCandidates parks every pending workload of the same shape with it (Kueue's
     scheduling-equivalence hashing): later candidates of that shape are skipped here and
     ``Rounds.bulk_parked`` names the shapes for ``park_same_shapes``.
+
+    With ``cluster_id``, the engine's workload of a row read before at the same version is
+    taken from ``snapshots.heads_cache``.
     """
+    def pending(row: Mapping[str, Any]) -> core_types.Workload:
+        if cluster_id is None:
+            return snapshots.pending_workload(row)
+        return snapshots.heads_cache.built(cluster_id, row)
+
     queues: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         queues.setdefault(row["local_queue__cluster_queue__name"], []).append(row)
@@ -323,7 +333,7 @@ def run_cycles(
                 row = items[position[name]]
                 key = f"{row['namespace']}/{row['name']}"
                 heads.append(Head(
-                    workload=snapshots.pending_workload(row),
+                    workload=pending(row),
                     cluster_queue=name,
                     last_assignment=assignment[key],
                     is_preemptor=row["preempting"],
@@ -435,18 +445,26 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
     only the ``per_queue`` first of each cluster queue are loaded.
     """
     def order(key: Sequence[Any]) -> tuple[Any, ...]:
-        queue, _, _, preempting, priority, queued_at, created_at, uid = key
+        queue, _, _, preempting, priority, queued_at, created_at, uid, _ = key
         return (queue, not preempting, -priority, queued_at or created_at, str(uid))
 
     taken: dict[int, int] = {}
-    ids: list[int] = []
+    chosen: dict[int, tuple[Any, int]] = {}  # id: (uid, resource_version)
+    queue_of: dict[int, int] = {}
     for key in sorted(_head_keys(cluster_id, now=now, per_queue=per_queue), key=order):
         if taken.get(key[0], 0) < per_queue:
             taken[key[0]] = taken.get(key[0], 0) + 1
-            ids.append(key[2])
-    rows = list(Workload.objects.filter(pk__in=ids)
-                .values(*snapshots.WORKLOAD_FIELDS, "annotations", "pod_sets_hash",
-                        "local_queue__cluster_queue_id", "local_queue__cluster_queue__name"))
+            chosen[key[2]] = (key[7], key[8])
+            queue_of[key[2]] = key[0]
+    # The cluster queue is the local queue's, as the keys read it; the rest of a row is
+    # the workload's own, cached at its version (``snapshots.heads_cache``).
+    names = dict(ClusterQueue.objects.filter(pk__in=set(queue_of.values()))
+                 .values_list("id", "name"))
+    rows = [dict(row, local_queue__cluster_queue_id=queue_of[row["id"]],
+                 local_queue__cluster_queue__name=names[queue_of[row["id"]]])
+            for row in snapshots.heads_cache.rows(cluster_id, chosen, lambda ids: Workload.objects.filter(
+                pk__in=ids).values(*snapshots.WORKLOAD_FIELDS, "annotations", "pod_sets_hash"))
+            if queue_of[row["id"]] in names]
     rows.sort(key=lambda r: (r["local_queue__cluster_queue_id"], not r["preempting"],
                              -r["priority"], r["queued_at"] or r["created_at"], str(r["uid"])))
     return rows
@@ -459,8 +477,8 @@ _SCAN_ROWS_PER_CANDIDATE = 4
 
 def _head_keys(cluster_id: int, *, now: datetime, per_queue: int) -> list[tuple[Any, ...]]:
     """(cluster queue id, local queue id, id, preempting, priority, queued_at, created_at,
-    uid) of at least the first ``per_queue`` candidates of every running local queue of
-    the domain.
+    uid, resource_version) of at least the first ``per_queue`` candidates of every running
+    local queue of the domain.
 
     The cost does not grow with the backlog. A local queue's first rows are read in queue
     order (``workload_queue_order``), passing over those of a parked shape, but no more
@@ -530,7 +548,7 @@ class _HeadSql:
     @staticmethod
     def columns(w: str) -> str:
         return (f"{w}.id, {w}.preempting, {w}.priority, {w}.queued_at, {w}.created_at, "
-                f"{w}.uid")
+                f"{w}.uid, {w}.resource_version")
 
     def parked(self, w: str, cluster_queue: str) -> str:
         return (f"EXISTS (SELECT 1 FROM {self.parked_shapes} p WHERE p.cluster_queue_id = "

@@ -97,9 +97,12 @@ def local_queue_for(cluster: Cluster, namespace: str, queue_name: str) -> LocalQ
 
 
 def save_new_workload(workload: Workload) -> Workload:
-    """Insert a pending workload queued at its creation time (Kueue orders by creation)."""
-    workload.save()
-    Workload.objects.filter(pk=workload.pk).update(queued_at=workload.created_at)
+    """Insert a pending workload queued at its creation time (Kueue orders by creation).
+    One transaction: no reader sees the row without its queue time (the update keeps the
+    first version, which readers cache rows by)."""
+    with transaction.atomic():
+        workload.save()
+        Workload.objects.filter(pk=workload.pk).update(queued_at=workload.created_at)
     workload.queued_at = workload.created_at
     return workload
 

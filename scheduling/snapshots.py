@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
+import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from scheduling import core
 from scheduling.choices import WorkloadPhase
@@ -390,15 +392,100 @@ def _true_condition(conditions: Iterable[Mapping[str, Any]], type_: str) -> Mapp
     return None
 
 
+_Built = TypeVar("_Built")
+_Key = tuple[int, str, int]  # id, uid (hex), resource_version
+
+
+class RowCache(Generic[_Built]):
+    """values() rows of workloads that the last cycle of each domain read, by id, uid and
+    ``resource_version``.
+
+    The admission cycle reads the same workloads again and again: every workload holding
+    quota, and the heads it loaded last time and did not get to. Their JSON columns (pod
+    sets, admission, conditions) were a fifth of a cycle's time on ``bench scheduler``.
+    A row asked for again at the version it was read at comes from here; only the others
+    are loaded. Every write of a workload bumps its version (``Workload.save``,
+    ``bulk.update_versioned``, every queryset update of its columns read here), so a row at
+    the same version holds the same values; the uid tells two rows apart that reused an id
+    (SQLite reuses the highest id after a delete).
+
+    Beside each row it keeps what ``build`` made of it (the engine's workload), made once.
+    It holds only what the domain's last read asked for: memory follows the working set,
+    and a row nobody asks for again is gone after one read. It is local to the process;
+    another process reads from the database, as this one does on a miss.
+    """
+
+    def __init__(self, build: Callable[[Mapping[str, Any]], _Built]) -> None:
+        self.build = build
+        self._domains: dict[int, dict[_Key, tuple[dict[str, Any], list[_Built]]]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(pk: int, uid: Any, version: int) -> _Key:
+        # A UUID from the ORM or PostgreSQL, its 32 hex digits from SQLite's column.
+        return (pk, uid.hex if isinstance(uid, uuid.UUID) else str(uid).replace("-", ""),
+                version)
+
+    def rows(self, cluster_id: int, wanted: Mapping[int, tuple[Any, int]],
+             load: Callable[[Sequence[int]], Iterable[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """The rows of the ids in ``wanted`` (each with the uid and version just read): the
+        cached ones at that version, the others from ``load(ids)``, which may leave some
+        out (gone since) and returns each at the version it finds. The rows are shared:
+        callers must not change them."""
+        with self._lock:
+            previous = self._domains.get(cluster_id, {})
+        current: dict[_Key, tuple[dict[str, Any], list[_Built]]] = {}
+        missing: list[int] = []
+        for pk, (uid, version) in wanted.items():
+            key = self.key(pk, uid, version)
+            entry = previous.get(key)
+            if entry is None:
+                missing.append(pk)
+            else:
+                current[key] = entry
+        if missing:
+            for row in load(missing):
+                current[self.key(row["id"], row["uid"], row["resource_version"])] = (row, [])
+        with self._lock:
+            self._domains[cluster_id] = current
+        return [row for row, _ in current.values()]
+
+    def built(self, cluster_id: int, row: Mapping[str, Any]) -> _Built:
+        """``build(row)``, made once per cached row (a row of the same id, uid and version,
+        a copy for one, has the same values)."""
+        with self._lock:
+            entry = self._domains.get(cluster_id, {}).get(
+                self.key(row["id"], row["uid"], row["resource_version"]))
+        if entry is None:
+            return self.build(row)
+        if not entry[1]:
+            entry[1].append(self.build(row))  # two threads may both build: either will do
+        return entry[1][0]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._domains.clear()
+
+
+# The workloads holding quota of a domain, read by every cycle.
+reserving_cache = RowCache(admitted_workload)
+# The heads a cycle loaded (``admission.select_heads``): those it did not get to, and those
+# that stay pending, are read again by the next one.
+heads_cache = RowCache(pending_workload)
+
+
 def reserving_rows(cluster_id: int) -> list[dict[str, Any]]:
-    """values() rows of every active workload holding quota in the domain (one query), in
-    name order (sorted here: see ``models.name_order``)."""
-    rows = list(
-        Workload.objects.filter(
-            cluster_id=cluster_id,
-            phase__in=(WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED),
-            active=True,  # Kueue's cache drops a deactivated workload's usage at once
-        ).order_by().values(*RESERVING_FIELDS)
-    )
+    """values() rows of every active workload holding quota in the domain, in name order
+    (sorted here: see ``models.name_order``). Their ids, uids and versions are one query;
+    only rows not read before at that version are loaded (``reserving_cache``)."""
+    reserving = Workload.objects.filter(
+        cluster_id=cluster_id,
+        phase__in=(WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED),
+        active=True,  # Kueue's cache drops a deactivated workload's usage at once
+    ).order_by()
+    wanted = {pk: (uid, version) for pk, uid, version
+              in reserving.values_list("id", "uid", "resource_version")}
+    rows = reserving_cache.rows(
+        cluster_id, wanted, lambda ids: reserving.filter(pk__in=ids).values(*RESERVING_FIELDS))
     rows.sort(key=name_order)
     return rows

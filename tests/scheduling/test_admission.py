@@ -415,6 +415,34 @@ def test_a_parked_shape_holds_later_workloads_of_it_until_the_queue_is_requeued(
         == ["big-0", "big-late", "small"]
 
 
+def test_heads_read_again_at_the_same_version_are_not_loaded_again(
+    manager, make_queue, make_workload
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    make_queue("cq", {"cpu": "1"})
+    make_workload("a", "lq-cq", {"cpu": "1"})
+    make_workload("b", "lq-cq", {"cpu": "1"})
+    first = admission.select_heads(manager.pk, now=NOW, per_queue=8)
+    assert [row["name"] for row in first] == ["a", "b"]
+
+    with CaptureQueriesContext(connection) as queries:
+        second = admission.select_heads(manager.pk, now=NOW, per_queue=8)
+    assert second == first
+    assert not any('"pod_sets"' in query["sql"] for query in queries.captured_queries)
+
+    # A write bumps the version: b is loaded again, with its new priority first.
+    b = Workload.objects.get(name="b")
+    b.priority = 5
+    b.save()
+    with CaptureQueriesContext(connection) as queries:
+        third = admission.select_heads(manager.pk, now=NOW, per_queue=8)
+    assert [(row["name"], row["priority"]) for row in third] == [("b", 5), ("a", 0)]
+    assert sum('"pod_sets"' in query["sql"] for query in queries.captured_queries) == 1
+    assert third[1] == first[0]
+
+
 def test_the_sticky_preemptor_is_not_held_by_a_parked_shape(
     manager, make_queue, make_workload
 ) -> None:

@@ -65,3 +65,82 @@ def test_each_domain_keeps_its_own_specs(manager, make_queue) -> None:
     assert [q.name for q in snapshots.load_domain_specs(manager.pk).cluster_queues] == ["here"]
     assert [q.name for q in snapshots.load_domain_specs(other.pk).cluster_queues] == ["there"]
     assert [q.name for q in snapshots.load_domain_specs(manager.pk).cluster_queues] == ["here"]
+
+
+# =========================================================================================
+# Rows read again at the same version are not loaded again
+# =========================================================================================
+
+
+def _admit_all(cluster_id: int) -> None:
+    from django.utils import timezone
+
+    from scheduling import admission
+
+    admission.run_admission_cycle(cluster_id, now=timezone.now())
+
+
+def test_reserving_rows_are_loaded_again_only_when_their_version_changed(
+        manager, make_queue, make_workload, django_assert_num_queries) -> None:
+    from scheduling.models import Workload
+
+    make_queue("cq", {"cpu": "4"})
+    make_workload("a", "lq-cq", {"cpu": "1"})
+    make_workload("b", "lq-cq", {"cpu": "1"}, count=2)
+    _admit_all(manager.pk)
+    first = {row["name"]: row for row in snapshots.reserving_rows(manager.pk)}
+    assert sorted(first) == ["a", "b"]
+
+    with django_assert_num_queries(1):  # ids, uids and versions; no row is loaded
+        second = {row["name"]: row for row in snapshots.reserving_rows(manager.pk)}
+    assert second["a"] is first["a"]
+    assert second["b"] is first["b"]
+    built = snapshots.reserving_cache.built(manager.pk, second["a"])
+    assert snapshots.reserving_cache.built(manager.pk, second["a"]) is built
+
+    # A queryset update that bumps the version, as every writer of these columns does.
+    Workload.objects.filter(name="b").update(
+        reclaimable_pods=[{"name": "main", "count": 1}],
+        resource_version=F("resource_version") + 1)
+    with django_assert_num_queries(2):  # and b's row
+        third = {row["name"]: row for row in snapshots.reserving_rows(manager.pk)}
+    assert third["a"] is first["a"]
+    assert third["b"]["reclaimable_pods"] == [{"name": "main", "count": 1}]
+    # One of b's two pods is reclaimable: it holds quota for one.
+    assert snapshots.reserving_cache.built(manager.pk, third["b"]).pod_sets[0].count == 1
+
+    Workload.objects.filter(name="a").update(active=False,
+                                             resource_version=F("resource_version") + 1)
+    assert [row["name"] for row in snapshots.reserving_rows(manager.pk)] == ["b"]
+
+
+def test_a_row_cache_tells_apart_rows_that_reused_an_id() -> None:
+    import uuid
+
+    loads: list[list[int]] = []
+    database: dict[int, dict[str, object]] = {}
+
+    def load(ids):
+        loads.append(list(ids))
+        return [database[pk] for pk in ids if pk in database]
+
+    cache = snapshots.RowCache(lambda row: f"built {row['value']}")
+    first, second = uuid.uuid4(), uuid.uuid4()
+    database[7] = {"id": 7, "uid": first, "resource_version": 1, "value": "first"}
+    # SQLite's column holds the uid's hex digits, the ORM a UUID: the same key.
+    assert cache.rows(1, {7: (first.hex, 1)}, load) == [database[7]]
+    assert cache.rows(1, {7: (first, 1)}, load) == [database[7]]
+    assert loads == [[7]]
+
+    # Deleted, and the id taken again by another workload at version 1.
+    database[7] = {"id": 7, "uid": second, "resource_version": 1, "value": "second"}
+    rows = cache.rows(1, {7: (second, 1)}, load)
+    assert [row["value"] for row in rows] == ["second"]
+    assert cache.built(1, rows[0]) == "built second"
+    assert loads == [[7], [7]]
+
+    # Each domain keeps what its last read asked for, and nothing else.
+    assert cache.rows(2, {}, load) == []
+    assert cache.rows(1, {}, load) == []
+    assert cache.rows(1, {7: (second, 1)}, load)[0]["value"] == "second"
+    assert loads == [[7], [7], [7]]
