@@ -544,6 +544,16 @@ def _after_finish(wl: Workload, was: _Finishing, reason: str, message: str, *, n
             finish(other, reason, message, now=now, events=events, siblings=False, freed=freed)
 
 
+# What finishing a workload reads of it (``_finished_values``, ``_after_finish``): a job
+# controller finishes hundreds at a time, and the other JSON columns (pod sets, labels,
+# scheduler state ...) were half the time of loading them.
+_FINISHING_FIELDS = (
+    "id", "cluster_id", "namespace", "name", "queue_name", "priority_class_name", "admission",
+    "conditions", "accumulated_past_execution_time_seconds", "job_id", "cluster_queue_id",
+    "phase", "resource_version",
+)
+
+
 def finish_workloads(
     cluster_id: int, versions: Mapping[int, int], reason: str, message: str, *, now: datetime,
 ) -> list[int]:
@@ -558,7 +568,7 @@ def finish_workloads(
     with transaction.atomic(), metrics.batch():
         workloads = [wl for wl in Workload.objects.filter(cluster_id=cluster_id,
                                                           pk__in=list(versions))
-                     .exclude(phase=WorkloadPhase.FINISHED)
+                     .exclude(phase=WorkloadPhase.FINISHED).only(*_FINISHING_FIELDS)
                      if wl.resource_version == versions[wl.pk]]
         changes = {wl.pk: _finished_values(wl, reason, message, now=now) for wl in workloads}
         written = bulk.update_versioned(Workload, [

@@ -477,3 +477,38 @@ def test_workload_priority_class_from_job_label(
         job_manifest("p", "lq-cq", labels={"kueue.x-k8s.io/priority-class": "urgent"}),
         namespace="ns")
     assert workload_of(job).priority == 1000
+
+
+def test_finishing_many_workloads_reads_them_in_a_fixed_number_of_queries(
+    make_queue: Callable[..., ClusterQueue], make_workload: Callable[..., Workload],
+    manager: Cluster,
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from scheduling import admission, lifecycle
+
+    make_queue("cq", {"cpu": "10"})
+    for index in range(6):
+        make_workload(f"w{index}", "lq-cq", {"cpu": "1"})
+    admission.run_admission_cycle(manager.pk, now=timezone.now())
+    admitted = list(Workload.objects.filter(phase=WorkloadPhase.ADMITTED).order_by("name"))
+    assert len(admitted) == 6
+
+    counts = []
+    for batch in (admitted[:2], admitted[2:]):
+        with CaptureQueriesContext(connection) as queries:
+            done = lifecycle.finish_workloads(
+                manager.pk, {wl.pk: wl.resource_version for wl in batch}, "Succeeded",
+                "Job finished successfully", now=timezone.now())
+        assert sorted(done) == sorted(wl.pk for wl in batch)
+        counts.append(len(queries.captured_queries))
+    # Two workloads or four: the same queries (no column is loaded row by row).
+    assert counts[0] == counts[1]
+    for wl in admitted:
+        wl.refresh_from_db()
+        assert wl.phase == WorkloadPhase.FINISHED
+        assert condition(wl, "Finished")["reason"] == "Succeeded"
+        assert reasons(wl)[-1] == "Finished"
+    assert reserved_cpu(manager) == 0
