@@ -456,14 +456,19 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
             taken[key[0]] = taken.get(key[0], 0) + 1
             chosen[key[2]] = (key[7], key[8])
             queue_of[key[2]] = key[0]
+
+    def load(ids: Sequence[int]) -> Iterable[dict[str, Any]]:
+        loaded: Iterable[dict[str, Any]] = Workload.objects.filter(pk__in=ids).values(
+            *snapshots.WORKLOAD_FIELDS, "annotations", "pod_sets_hash")
+        return loaded
+
     # The cluster queue is the local queue's, as the keys read it; the rest of a row is
     # the workload's own, cached at its version (``snapshots.heads_cache``).
     names = dict(ClusterQueue.objects.filter(pk__in=set(queue_of.values()))
                  .values_list("id", "name"))
     rows = [dict(row, local_queue__cluster_queue_id=queue_of[row["id"]],
                  local_queue__cluster_queue__name=names[queue_of[row["id"]]])
-            for row in snapshots.heads_cache.rows(cluster_id, chosen, lambda ids: Workload.objects.filter(
-                pk__in=ids).values(*snapshots.WORKLOAD_FIELDS, "annotations", "pod_sets_hash"))
+            for row in snapshots.heads_cache.rows(cluster_id, chosen, load)
             if queue_of[row["id"]] in names]
     rows.sort(key=lambda r: (r["local_queue__cluster_queue_id"], not r["preempting"],
                              -r["priority"], r["queued_at"] or r["created_at"], str(r["uid"])))

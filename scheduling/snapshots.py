@@ -462,10 +462,6 @@ class RowCache(Generic[_Built]):
             entry[1].append(self.build(row))  # two threads may both build: either will do
         return entry[1][0]
 
-    def clear(self) -> None:
-        with self._lock:
-            self._domains.clear()
-
 
 # The workloads holding quota of a domain, read by every cycle.
 reserving_cache = RowCache(admitted_workload)
