@@ -34,7 +34,6 @@ from kueueweb import live, reconcile
 from scheduling import bulk, jobs, metrics, snapshots
 from scheduling import conditions as cond
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
-from scheduling.core import types as core_types
 from scheduling.core.cycle import (
     CyclePolicy,
     Head,
@@ -268,7 +267,7 @@ def run_cycles(
     now: datetime,
     first_cycle: int,
     bulk_park: frozenset[str] | set[str] = frozenset(),
-    cluster_id: int | None = None,
+    cluster_id: int,
 ) -> Rounds:
     """Run Kueue scheduling cycles over ``rows`` (``select_heads``) until one would need
     the database again.
@@ -288,14 +287,9 @@ def run_cycles(
     scheduling-equivalence hashing): later candidates of that shape are skipped here and
     ``Rounds.bulk_parked`` names the shapes for ``park_same_shapes``.
 
-    With ``cluster_id``, the engine's workload of a row read before at the same version is
-    taken from ``snapshots.heads_cache``.
+    The engine's workload of a row the domain read before at the same version comes from
+    ``snapshots.heads_cache``.
     """
-    def pending(row: Mapping[str, Any]) -> core_types.Workload:
-        if cluster_id is None:
-            return snapshots.pending_workload(row)
-        return snapshots.heads_cache.built(cluster_id, row)
-
     queues: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         queues.setdefault(row["local_queue__cluster_queue__name"], []).append(row)
@@ -333,7 +327,7 @@ def run_cycles(
                 row = items[position[name]]
                 key = f"{row['namespace']}/{row['name']}"
                 heads.append(Head(
-                    workload=pending(row),
+                    workload=snapshots.heads_cache.built(cluster_id, row),
                     cluster_queue=name,
                     last_assignment=assignment[key],
                     is_preemptor=row["preempting"],
