@@ -211,6 +211,12 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
                 metrics.admission_attempt("success", per_head)
             else:
                 outcome.dropped += 1
+        # The next cycle reads these rows as workloads holding quota: they are what was
+        # just written, so it need not load them (once committed: a rollback keeps none).
+        seeded = [snapshots.reserved_row(row, change.values, head.cluster_queue)
+                  for row, head, change in reservations if row["id"] in reserved]
+        if seeded:
+            transaction.on_commit(lambda: snapshots.reserving_cache.add(cluster_id, seeded))
         # Victims in id order, as every batched write locks rows (no lock-order deadlock
         # with a concurrent finish of the same workloads).
         victims = sorted(((reserving_by_key[t.workload_key], t)

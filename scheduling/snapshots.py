@@ -450,6 +450,16 @@ class RowCache(Generic[_Built]):
             self._domains[cluster_id] = current
         return [row for row, _ in current.values()]
 
+    def add(self, cluster_id: int, rows: Iterable[dict[str, Any]]) -> None:
+        """Rows this process has just written and committed, each at the version its write
+        gave it: the domain's next read takes them from here rather than loading them. A
+        row at that version holds exactly these values, since a write conditional on the
+        version before is the only way to it."""
+        with self._lock:
+            cached = self._domains.setdefault(cluster_id, {})
+            for row in rows:
+                cached[self.key(row["id"], row["uid"], row["resource_version"])] = (row, [])
+
     def built(self, cluster_id: int, row: Mapping[str, Any]) -> _Built:
         """``build(row)``, made once per cached row (a row of the same id, uid and version,
         a copy for one, has the same values)."""
@@ -468,6 +478,16 @@ reserving_cache = RowCache(admitted_workload)
 # The heads a cycle loaded (``admission.select_heads``): those it did not get to, and those
 # that stay pending, are read again by the next one.
 heads_cache = RowCache(pending_workload)
+
+
+def reserved_row(row: Mapping[str, Any], values: Mapping[str, Any],
+                 cluster_queue: str) -> dict[str, Any]:
+    """The row ``reserving_rows`` reads of a head (a ``select_heads`` row) once the
+    reservation ``values`` (``admission._reservation``) is written over it: one version
+    later, in ``cluster_queue``."""
+    merged = {**row, **values, "cluster_queue__name": cluster_queue,
+              "resource_version": row["resource_version"] + 1}
+    return {name: merged[name] for name in RESERVING_FIELDS}
 
 
 def reserving_rows(cluster_id: int) -> list[dict[str, Any]]:

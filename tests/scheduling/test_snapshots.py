@@ -114,6 +114,39 @@ def test_reserving_rows_are_loaded_again_only_when_their_version_changed(
     assert [row["name"] for row in snapshots.reserving_rows(manager.pk)] == ["b"]
 
 
+def test_rows_an_admission_cycle_reserved_are_not_loaded_by_the_next(
+        manager, make_queue, make_workload, django_assert_num_queries,
+        django_capture_on_commit_callbacks) -> None:
+    from scheduling.models import Workload
+
+    make_queue("cq", {"cpu": "4"})
+    make_workload("a", "lq-cq", {"cpu": "1"})
+    make_workload("b", "lq-cq", {"cpu": "500m"}, count=2)
+    with django_capture_on_commit_callbacks(execute=True):
+        _admit_all(manager.pk)
+
+    with django_assert_num_queries(1):  # ids, uids and versions; no row is loaded
+        seeded = {row["name"]: row for row in snapshots.reserving_rows(manager.pk)}
+
+    # Exactly what a load from the database gives, value for value.
+    loaded = {row["name"]: row for row in Workload.objects.filter(name__in=["a", "b"])
+              .values(*snapshots.RESERVING_FIELDS)}
+    assert seeded == loaded
+    assert loaded["b"]["admission"]["podSetAssignments"][0]["resourceUsage"] == {"cpu": "1"}
+
+
+def test_reserved_rows_are_kept_only_once_the_cycle_commits(
+        manager, make_queue, make_workload, django_assert_num_queries) -> None:
+    # The test's transaction never commits: the cycle's on-commit callbacks do not run,
+    # as after a rollback, and the rows it wrote must be loaded.
+    make_queue("cq", {"cpu": "4"})
+    make_workload("a", "lq-cq", {"cpu": "1"})
+    _admit_all(manager.pk)
+
+    with django_assert_num_queries(2):  # ids, uids and versions; then a's row
+        assert [row["name"] for row in snapshots.reserving_rows(manager.pk)] == ["a"]
+
+
 def test_a_row_cache_tells_apart_rows_that_reused_an_id() -> None:
     import uuid
 
