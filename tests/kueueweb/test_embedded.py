@@ -59,3 +59,34 @@ def test_delayed_requests_run_when_due_and_not_before() -> None:
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_loop_keeps_its_database_connection_between_tasks(settings) -> None:
+    from celery import current_app
+    from django.db import connection
+
+    if connection.vendor == "sqlite" and connection.is_in_memory_db():
+        pytest.skip("Django never closes an in-memory SQLite connection")
+    assert settings.DATABASES["default"]["CONN_MAX_AGE"] == 0  # Django closes after each
+    seen: list[object] = []
+
+    @current_app.task(name="tests.embedded.connection")
+    def record(n: int) -> None:
+        connection.ensure_connection()
+        seen.append(connection.connection)
+
+    stop = threading.Event()
+    thread = threading.Thread(target=embedded.run_forever, kwargs={"stop": stop, "tick": 0.02})
+    thread.start()
+    try:
+        for n in range(3):
+            embedded.submit("tests.embedded.connection", (n,))
+            deadline = time.monotonic() + 5
+            while len(seen) <= n and time.monotonic() < deadline:
+                time.sleep(0.02)
+        assert len(seen) == 3
+        assert seen[0] is seen[1] is seen[2]
+    finally:
+        stop.set()
+        thread.join(timeout=10)
