@@ -5,6 +5,7 @@ import os
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kueueweb.settings")
 
@@ -60,6 +61,17 @@ def _survive_redis_loss() -> None:
 
 
 _survive_redis_loss()
+
+
+def _tune_collector(**kwargs: Any) -> None:
+    """Once the worker has loaded the application, before its pool forks: the collector of
+    a reconciler process (``kueueweb.collector``); the forked children inherit it."""
+    from kueueweb import collector
+
+    collector.tune_reconciler()
+
+
+worker_init.connect(_tune_collector, weak=False)
 
 app = Celery("kueueweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")

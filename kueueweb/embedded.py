@@ -19,6 +19,8 @@ from celery import current_app
 from django.conf import settings
 from django.db import connections
 
+from kueueweb import collector
+
 logger = logging.getLogger(__name__)
 
 _requests: queue.Queue[tuple[str, tuple[Any, ...]]] = queue.Queue()
@@ -69,6 +71,7 @@ def _call(task_name: str, args: tuple[Any, ...]) -> None:
         logger.exception("embedded reconciler: %s%r failed", task_name, args)
     finally:
         _release_connections()
+        collector.collect_young()
 
 
 def _release_connections() -> None:
@@ -89,6 +92,8 @@ def run_forever(stop: threading.Event | None = None, tick: float = 0.2) -> None:
     # Celery imports the apps' task modules only when a worker starts; the web process is
     # the worker here.
     current_app.loader.import_default_modules()
+    # A long-running process now: what is loaded stays, and a call's garbage dies young.
+    collector.tune_reconciler()
     _running.set()
     entries: dict[str, dict[str, Any]] = settings.CELERY_BEAT_SCHEDULE
     schedule = {str(entry["task"]): float(entry["schedule"]) for entry in entries.values()}

@@ -51,3 +51,77 @@ def test_a_page_request_ends_with_its_garbage_collected(tuned: None) -> None:
     # The young generation was collected when the response finished: what the request
     # allocated is either freed or promoted, not pending.
     assert gc.get_count()[0] < 1000
+
+
+# =========================================================================================
+# Reconciler processes: Celery workers and the embedded loop
+# =========================================================================================
+
+
+@pytest.fixture
+def tuned_reconciler() -> Iterator[None]:
+    from celery.signals import task_postrun
+
+    from kueueweb.celery import _tune_collector
+
+    threshold = gc.get_threshold()
+    _tune_collector()  # what a Celery worker runs once it has started (worker_init)
+    yield
+    task_postrun.disconnect(dispatch_uid="kueueweb.collector.task")
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+
+
+def test_a_reconciler_gets_the_same_thresholds(tuned_reconciler: None) -> None:
+    assert gc.get_threshold()[0] == collector.YOUNG_THRESHOLD
+    assert gc.get_freeze_count() > 0
+
+
+def test_a_cycle_is_freed_when_a_celery_task_finishes(tuned_reconciler: None) -> None:
+    from celery.signals import task_postrun
+
+    gc.collect()
+    cycle = Node()
+    ref = weakref.ref(cycle)
+    del cycle
+    assert ref() is not None
+    task_postrun.send(sender=None, task_id="t", task=None, args=(), kwargs={}, retval=None,
+                      state="SUCCESS")
+    assert ref() is None
+
+
+def test_the_embedded_loop_frees_a_tasks_cycles_when_it_returns() -> None:
+    import threading
+    import time
+
+    from celery import current_app
+    from celery.signals import task_postrun
+
+    from kueueweb import embedded
+
+    refs: list[weakref.ref[Node]] = []
+
+    @current_app.task(name="tests.collector.cycle")
+    def make_cycle() -> None:
+        refs.append(weakref.ref(Node()))
+
+    threshold = gc.get_threshold()
+    stop = threading.Event()
+    thread = threading.Thread(target=embedded.run_forever, kwargs={"stop": stop, "tick": 0.02})
+    thread.start()
+    try:
+        embedded.submit("tests.collector.cycle", ())
+        deadline = time.monotonic() + 5
+        while not (refs and refs[0]() is None) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # Not by an automatic collection: the loop raised the threshold far above what
+        # it allocates meanwhile.
+        assert gc.get_threshold()[0] == collector.YOUNG_THRESHOLD
+        assert refs
+        assert refs[0]() is None
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        task_postrun.disconnect(dispatch_uid="kueueweb.collector.task")
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
