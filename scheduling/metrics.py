@@ -36,6 +36,7 @@ bytes.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import logging
@@ -134,6 +135,12 @@ class Increment(NamedTuple):
     amount: int | float
 
 
+@functools.lru_cache(maxsize=256)
+def _bucket_part(buckets: tuple[float, ...], index: int) -> str:
+    """The hash field part of bucket ``index`` of ``buckets`` (past the last: +Inf)."""
+    return _le(buckets[index] if index < len(buckets) else math.inf)
+
+
 @functools.lru_cache(maxsize=8192)
 def _field(labels: tuple[str, ...], part: str) -> str:
     # JSON keeps label values with any characters apart; ``part`` is "value" (counters),
@@ -160,13 +167,24 @@ class EventFamily:
         return self.labels[:1] == ("cluster",)
 
     def increments(self, labels: Sequence[str], value: float) -> list[Increment]:
+        totals: dict[tuple[str, str], int | float] = {}
+        self.add_to(totals, tuple(labels), value)
+        return [Increment(family, name, amount) for (family, name), amount in totals.items()]
+
+    def add_to(self, totals: dict[tuple[str, str], int | float], labels: tuple[str, ...],
+               value: float) -> None:
+        """Add one observation's increments to ``totals`` (keyed by family and hash field):
+        ``increments`` without an object per increment, for a batch of thousands."""
         if self.buckets is None:
-            return [Increment(self.name, _field(tuple(labels), "value"), 1)]
-        bound = next((b for b in self.buckets if value <= b), math.inf)
-        return [
-            Increment(self.name, _field(tuple(labels), _le(bound)), 1),
-            Increment(self.name, _field(tuple(labels), "sum"), float(value)),
-        ]
+            key = (self.name, _field(labels, "value"))
+            totals[key] = totals.get(key, 0) + 1
+            return
+        # The first bucket whose bound is at least the value (a NaN in none of them).
+        index = bisect.bisect_left(self.buckets, value) if value == value else len(self.buckets)
+        bucket = (self.name, _field(labels, _bucket_part(self.buckets, index)))
+        total = (self.name, _field(labels, "sum"))
+        totals[bucket] = totals.get(bucket, 0) + 1
+        totals[total] = totals.get(total, 0) + float(value)
 
     def collect(self, fields: Mapping[str, float], domains: Mapping[int, str]) -> Metric:
         """The exposition family from the stored fields of this family's hash.
@@ -470,12 +488,9 @@ def _flush(groups: Sequence[tuple[Sequence[_Sample], int | None]]) -> None:
         manager = Cluster.objects.manager_id()
     totals: dict[tuple[str, str], int | float] = {}
     for samples, cluster_id in groups:
-        domain = cluster_id if cluster_id is not None else manager
+        domain = str((cluster_id if cluster_id is not None else manager) or "")
         for family, labels, value in samples:
-            full = (str(domain or ""), *labels) if family.per_domain else labels
-            for increment in family.increments(full, value):
-                key = (increment.family, increment.field)
-                totals[key] = totals.get(key, 0) + increment.amount
+            family.add_to(totals, (domain, *labels) if family.per_domain else labels, value)
     event_store().add([Increment(family, name, amount)
                        for (family, name), amount in totals.items()])
 

@@ -8,6 +8,7 @@ counts recorded by other processes reach this process's ``/metrics``.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -527,3 +528,15 @@ def test_redis_store_keeps_one_hash_per_family_under_its_prefix(
     remaining = {key.decode() for key in store.client.scan_iter(match=f"{store.prefix}*")}
     assert remaining == {neighbour}
     store.client.delete(neighbour)
+
+
+@pytest.mark.parametrize(("value", "bucket"), [
+    (0.0, "0.005"), (0.005, "0.005"), (0.0050001, "0.01"), (10.0, "10.0"), (10.5, "+Inf"),
+    (float("nan"), "+Inf"),
+])
+def test_an_observation_counts_in_the_first_bucket_whose_bound_holds_it(value: float,
+                                                                        bucket: str) -> None:
+    family = metrics.ADMISSION_ATTEMPT_DURATION  # the Go client's default buckets
+    increments = {json.loads(i.field)[1]: i.amount for i in family.increments(("success",), value)}
+    assert set(increments) == {bucket, "sum"}
+    assert increments[bucket] == 1
