@@ -410,9 +410,10 @@ class RowCache(Generic[_Built]):
     (SQLite reuses the highest id after a delete).
 
     Beside each row it keeps what ``build`` made of it (the engine's workload), made once.
-    It holds only what the domain's last read asked for: memory follows the working set,
-    and a row nobody asks for again is gone after one read. It is local to the process;
-    another process reads from the database, as this one does on a miss.
+    It holds only what the domain's last read asked for, and the rows this process wrote
+    since (``add``): memory follows the working set, and a row nobody asks for again is
+    gone after one read. It is local to the process; another process reads from the
+    database, as this one does on a miss.
     """
 
     def __init__(self, build: Callable[[Mapping[str, Any]], _Built]) -> None:
