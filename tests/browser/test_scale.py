@@ -60,7 +60,15 @@ def elastic_job(manager: Cluster, make_queue: Callable[..., ClusterQueue],
 
 
 def scale(page: Any, pods: int) -> None:
-    page.fill("#scale-parallelism", str(pods))
+    # A live refresh that swaps the control between fill's select-all and its typing puts
+    # the caret in the new input's value ("5" became "25" once): fill until it holds. A
+    # refresh after that keeps the edited value (static/js/scale.js).
+    field = page.locator("#scale-parallelism")
+    for _ in range(5):
+        field.fill(str(pods))
+        if field.input_value() == str(pods):
+            break
+    assert field.input_value() == str(pods)
     page.click("#control-scale")
     page.wait_for_selector("#confirm-dialog[open]")
     assert f"to {pods}?" in page.locator("#confirm-message").inner_text()
