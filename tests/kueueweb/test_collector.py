@@ -1,10 +1,12 @@
-"""The web process's garbage collector: a request's reference cycles are freed when it ends."""
+"""The garbage collector of web and reconciler processes: a request's or a task's reference
+cycles are freed when it ends."""
 
 from __future__ import annotations
 
 import gc
 import weakref
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.core.signals import request_finished
@@ -18,14 +20,26 @@ class Node:
         self.me = self  # a reference cycle: only the cycle collector frees it
 
 
+@contextmanager
+def collector_restored() -> Iterator[None]:
+    """Undo whatever the block tunes: thresholds, freeze and the collect receivers."""
+    from celery.signals import task_postrun
+
+    threshold = gc.get_threshold()
+    try:
+        yield
+    finally:
+        request_finished.disconnect(dispatch_uid="kueueweb.collector")
+        task_postrun.disconnect(dispatch_uid="kueueweb.collector.task")
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+
+
 @pytest.fixture
 def tuned() -> Iterator[None]:
-    threshold = gc.get_threshold()
-    collector.tune()
-    yield
-    request_finished.disconnect(dispatch_uid="kueueweb.collector")
-    gc.unfreeze()
-    gc.set_threshold(*threshold)
+    with collector_restored():
+        collector.tune()
+        yield
 
 
 def test_young_objects_stay_young_through_a_request(tuned: None) -> None:
@@ -60,16 +74,11 @@ def test_a_page_request_ends_with_its_garbage_collected(tuned: None) -> None:
 
 @pytest.fixture
 def tuned_reconciler() -> Iterator[None]:
-    from celery.signals import task_postrun
-
     from kueueweb.celery import _tune_collector
 
-    threshold = gc.get_threshold()
-    _tune_collector()  # what a Celery worker runs once it has started (worker_init)
-    yield
-    task_postrun.disconnect(dispatch_uid="kueueweb.collector.task")
-    gc.unfreeze()
-    gc.set_threshold(*threshold)
+    with collector_restored():
+        _tune_collector()  # what a Celery worker runs once it has started (worker_init)
+        yield
 
 
 def test_a_reconciler_gets_the_same_thresholds(tuned_reconciler: None) -> None:
@@ -95,7 +104,6 @@ def test_the_embedded_loop_frees_a_tasks_cycles_when_it_returns() -> None:
     import time
 
     from celery import current_app
-    from celery.signals import task_postrun
 
     from kueueweb import embedded
 
@@ -105,23 +113,20 @@ def test_the_embedded_loop_frees_a_tasks_cycles_when_it_returns() -> None:
     def make_cycle() -> None:
         refs.append(weakref.ref(Node()))
 
-    threshold = gc.get_threshold()
     stop = threading.Event()
     thread = threading.Thread(target=embedded.run_forever, kwargs={"stop": stop, "tick": 0.02})
-    thread.start()
-    try:
-        embedded.submit("tests.collector.cycle", ())
-        deadline = time.monotonic() + 5
-        while not (refs and refs[0]() is None) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        # Not by an automatic collection: the loop raised the threshold far above what
-        # it allocates meanwhile.
-        assert gc.get_threshold()[0] == collector.YOUNG_THRESHOLD
-        assert refs
-        assert refs[0]() is None
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-        task_postrun.disconnect(dispatch_uid="kueueweb.collector.task")
-        gc.unfreeze()
-        gc.set_threshold(*threshold)
+    with collector_restored():
+        thread.start()
+        try:
+            embedded.submit("tests.collector.cycle", ())
+            deadline = time.monotonic() + 5
+            while not (refs and refs[0]() is None) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            # Not by an automatic collection: the loop raised the threshold far above what
+            # it allocates meanwhile.
+            assert gc.get_threshold()[0] == collector.YOUNG_THRESHOLD
+            assert refs
+            assert refs[0]() is None
+        finally:
+            stop.set()
+            thread.join(timeout=10)
