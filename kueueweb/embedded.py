@@ -117,6 +117,7 @@ def run_forever(stop: threading.Event | None = None, tick: float = 0.2) -> None:
                 _call(name, args)
     finally:
         _running.clear()
+        connections.close_all()  # the kept ones: this thread's, and it is done with them
 
 
 def start_in_thread() -> threading.Thread:

@@ -90,3 +90,10 @@ def test_loop_keeps_its_database_connection_between_tasks(settings) -> None:
     finally:
         stop.set()
         thread.join(timeout=10)
+    # A stopped loop leaves no connection open behind it.
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                       " AND pid <> pg_backend_pid()")
+        assert cursor.fetchone()[0] == 0
