@@ -410,14 +410,17 @@ class RowCache(Generic[_Built]):
     (SQLite reuses the highest id after a delete).
 
     Beside each row it keeps what ``build`` made of it (the engine's workload), made once.
-    It holds only what the domain's last read asked for, and the rows this process wrote
-    since (``add``): memory follows the working set, and a row nobody asks for again is
-    gone after one read. It is local to the process; another process reads from the
-    database, as this one does on a miss.
+    It holds what the domain's last read asked for, the rows this process wrote since
+    (``add``), and up to ``spare`` rows of earlier reads, the most recently read kept:
+    memory follows the working set. Spares serve reads that skip a row and come back to
+    it: a head whose shape is parked while its cluster queue is full is not read until
+    quota is released, then read again at the same version. It is local to the process;
+    another process reads from the database, as this one does on a miss.
     """
 
-    def __init__(self, build: Callable[[Mapping[str, Any]], _Built]) -> None:
+    def __init__(self, build: Callable[[Mapping[str, Any]], _Built], *, spare: int = 0) -> None:
         self.build = build
+        self.spare = spare
         self._domains: dict[int, dict[_Key, tuple[dict[str, Any], list[_Built]]]] = {}
         self._lock = threading.Lock()
 
@@ -447,9 +450,18 @@ class RowCache(Generic[_Built]):
         if missing:
             for row in load(missing):
                 current[self.key(row["id"], row["uid"], row["resource_version"])] = (row, [])
+        rows = [row for row, _ in current.values()]
         with self._lock:
-            self._domains[cluster_id] = current
-        return [row for row, _ in current.values()]
+            kept: dict[_Key, tuple[dict[str, Any], list[_Built]]] = {}
+            if self.spare:
+                # Insertion order is read order: the spares kept are the last ones read
+                # (or added), then this read's rows go last.
+                spares = [(key, entry) for key, entry
+                          in self._domains.get(cluster_id, {}).items() if key not in current]
+                kept.update(spares[-self.spare:])
+            kept.update(current)
+            self._domains[cluster_id] = kept
+        return rows
 
     def add(self, cluster_id: int, rows: Iterable[dict[str, Any]]) -> None:
         """Rows this process has just written and committed, each at the version its write
@@ -477,8 +489,9 @@ class RowCache(Generic[_Built]):
 # The workloads holding quota of a domain, read by every cycle.
 reserving_cache = RowCache(admitted_workload)
 # The heads a cycle loaded (``admission.select_heads``): those it did not get to, and those
-# that stay pending, are read again by the next one.
-heads_cache = RowCache(pending_workload)
+# that stay pending, are read again by the next one, or by a later one once their parked
+# shape is requeued. As many spares as a read may ask for (``admission._CANDIDATES``).
+heads_cache = RowCache(pending_workload, spare=4000)
 
 
 def reserved_row(row: Mapping[str, Any], values: Mapping[str, Any],

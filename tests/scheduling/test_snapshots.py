@@ -177,3 +177,33 @@ def test_a_row_cache_tells_apart_rows_that_reused_an_id() -> None:
     assert cache.rows(1, {}, load) == []
     assert cache.rows(1, {7: (second, 1)}, load)[0]["value"] == "second"
     assert loads == [[7], [7], [7]]
+
+
+def test_a_row_cache_keeps_spares_from_earlier_reads() -> None:
+    # Heads whose shape is parked while their cluster queue is full are not read for a
+    # while, then read again at the same version once quota is released: a read of
+    # nothing in between must not make them load again.
+    loads: list[list[int]] = []
+
+    def load(ids):
+        loads.append(list(ids))
+        return [{"id": pk, "uid": f"{pk:032x}", "resource_version": 1} for pk in ids]
+
+    def wanted(*ids):
+        return {pk: (f"{pk:032x}", 1) for pk in ids}
+
+    cache = snapshots.RowCache(lambda row: row["id"], spare=3)
+    cache.rows(1, wanted(1, 2, 3), load)
+    assert cache.rows(1, {}, load) == []
+    assert sorted(row["id"] for row in cache.rows(1, wanted(1, 2), load)) == [1, 2]
+    assert loads == [[1, 2, 3]]
+
+    # Beside a read, only the ``spare`` rows read last are kept: after 3, then 1 and 2,
+    # then 4 and 5, the read of 6 keeps 2, 4 and 5, and 3 is gone.
+    cache.rows(1, wanted(4, 5), load)
+    cache.rows(1, wanted(6), load)
+    assert sorted(row["id"] for row in cache.rows(1, wanted(2, 3), load)) == [2, 3]
+    assert loads == [[1, 2, 3], [4, 5], [6], [3]]
+
+    # The cache of workloads holding quota keeps no spares: every read asks for them all.
+    assert snapshots.reserving_cache.spare == 0
