@@ -28,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 
 from kueueweb import live, reconcile
 from scheduling import bulk, jobs, metrics, snapshots
@@ -231,7 +231,10 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
             request_admission(cluster_id)
         elif events:
             live.notify(cluster_id)
-        if outcome.admitted or outcome.preempted:
+        # The cluster's reconciler starts and stops jobs; a workload with none (created
+        # through the API) has nothing there to start or stop.
+        if (any(rows_by_key[key]["job_id"] for key in outcome.admitted)
+                or any(reserving_by_key[key]["job_id"] for key in outcome.preempted)):
             request_cluster_sync(cluster_id)
         if outcome.admitted:
             request_dispatch()
@@ -1129,13 +1132,23 @@ def _requeue(cluster_id: int, cluster_queue_ids: set[int] | None, *, now: dateti
     return parked.update(queue_state=QueueState.ACTIVE, resource_version=F("resource_version") + 1)
 
 
+def orphaned_workloads(cluster_id: int) -> QuerySet[Workload]:
+    """Pending workloads of the domain not linked to a LocalQueue.
+
+    Found on an index that leads with the local queue (a seek to NULL), the domain checked
+    on the few rows found. Given ``cluster_id = ?``, SQLite, which has no statistics, took
+    the index on (domain, phase) instead and read every pending entry of the domain, on
+    every cycle (2 ms with 13,000 pending); ``cluster_id + 0`` cannot use an index."""
+    return Workload.objects.alias(domain=F("cluster_id") + 0).filter(
+        domain=cluster_id, phase=WorkloadPhase.PENDING, local_queue__isnull=True).order_by()
+
+
 def resolve_local_queues(cluster_id: int, *, now: datetime) -> int:
     """Link pending workloads to their LocalQueue once it exists (Kueue queues a workload
     only when its LocalQueue exists); say why the others wait."""
     orphans = sorted(
-        Workload.objects.filter(
-            cluster_id=cluster_id, phase=WorkloadPhase.PENDING, local_queue__isnull=True
-        ).order_by().values("id", "namespace", "queue_name", "conditions", "resource_version"),
+        orphaned_workloads(cluster_id).values("id", "namespace", "queue_name", "conditions",
+                                              "resource_version"),
         key=lambda row: row["id"],
     )
     if not orphans:
@@ -1171,10 +1184,11 @@ def resolve_local_queues(cluster_id: int, *, now: datetime) -> int:
 def _requeue_on_spec_change(cluster_id: int, specs: snapshots.DomainSpecs, *, now: datetime) -> None:
     """A changed quota tree (queue, cohort or flavor edited) may admit parked workloads."""
     fingerprint = specs.fingerprint
-    changed = AdmissionLease.objects.filter(cluster_id=cluster_id).exclude(
-        spec_fingerprint=fingerprint
-    ).update(spec_fingerprint=fingerprint)
-    if changed:
+    stale = AdmissionLease.objects.filter(cluster_id=cluster_id).exclude(
+        spec_fingerprint=fingerprint)
+    # Read first: on most cycles nothing changed, and on SQLite a write, even of no row,
+    # waits for the write lock (a finish or a new workload being written).
+    if stale.exists() and stale.update(spec_fingerprint=fingerprint):
         queue_inadmissible_workloads(cluster_id, None, now=now)
 
 

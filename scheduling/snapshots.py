@@ -38,7 +38,7 @@ WORKLOAD_FIELDS = (
     "id", "namespace", "name", "uid", "priority", "queue_name", "pod_sets", "admission",
     "created_at", "quota_reserved_at", "queued_at", "conditions", "active", "requeue_at",
     "reclaimable_pods", "labels", "scheduler_state", "resource_version", "queue_state",
-    "preempting", "cluster_queue__name", "priority_class_name",
+    "preempting", "cluster_queue__name", "priority_class_name", "job_id",
 )
 
 # What the rows of workloads holding quota need: ``admitted_workload`` and a preemption's
@@ -46,7 +46,7 @@ WORKLOAD_FIELDS = (
 RESERVING_FIELDS = (
     "id", "namespace", "name", "uid", "priority", "queue_name", "pod_sets", "admission",
     "created_at", "quota_reserved_at", "conditions", "active", "reclaimable_pods",
-    "resource_version", "cluster_queue__name", "priority_class_name",
+    "resource_version", "cluster_queue__name", "priority_class_name", "job_id",
 )
 
 

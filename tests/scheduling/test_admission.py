@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from multicluster.models import Cluster
 from scheduling import admission
 from scheduling.choices import QueueState, WorkloadPhase
 from scheduling.conditions import find
@@ -138,6 +139,26 @@ def test_parked_workload_comes_back_when_quota_changes(
     assert outcome.admitted == ["ns/big"]
 
 
+def test_an_unchanged_quota_tree_costs_a_cycle_one_read(
+    manager, make_queue, make_workload, django_assert_num_queries
+) -> None:
+    from scheduling import snapshots
+
+    cq = make_queue("cq", {"cpu": "2"})
+    make_workload("big", "lq-cq", {"cpu": "3"})
+    _cycle(manager.pk)
+    specs = snapshots.load_domain_specs(manager.pk)
+    with django_assert_num_queries(1) as captured:
+        admission._requeue_on_spec_change(manager.pk, specs, now=NOW)
+    # No UPDATE, even of no row: on SQLite it would wait for the write lock.
+    assert captured.captured_queries[0]["sql"].startswith("SELECT")
+
+    cq.quotas.update(nominal_quota="4")
+    changed = snapshots.load_domain_specs(manager.pk)
+    admission._requeue_on_spec_change(manager.pk, changed, now=NOW)
+    assert AdmissionLease.objects.get(cluster=manager).spec_fingerprint == changed.fingerprint
+
+
 def test_strict_fifo_head_blocks_the_queue(manager, make_queue, make_workload) -> None:
     make_queue("cq", {"cpu": "2"}, queueing_strategy="StrictFIFO")
     make_workload("big", "lq-cq", {"cpu": "3"})
@@ -188,6 +209,53 @@ def test_preemption_evicts_then_releases_then_admits_the_preemptor(
     assert find(low.conditions, "Requeued")["status"] == "True"
     assert high.phase == WorkloadPhase.ADMITTED
     assert high.preempting is False
+
+
+def test_orphans_are_found_by_the_local_queue_index(manager, make_queue, make_workload) -> None:
+    from django.db import connection
+
+    other = Cluster.objects.create(name="other")
+    make_queue("cq", {"cpu": "2"})
+    make_workload("linked", "lq-cq", {"cpu": "1"})
+    make_workload("orphan", "nope", {"cpu": "1"})
+    make_workload("elsewhere", "nope", {"cpu": "1"}, cluster=other)
+
+    orphans = admission.orphaned_workloads(manager.pk)
+    assert [wl.name for wl in orphans] == ["orphan"]
+    if connection.vendor == "sqlite":
+        # Not every pending entry of the domain: a seek on the local queue.
+        sql, params = orphans.query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+            plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+        assert "local_queue_id=?" in plan
+        assert "workload_domain_phase_queues" not in plan
+
+
+def test_the_cluster_is_asked_to_sync_only_for_workloads_of_jobs(
+    manager, make_queue, make_workload, monkeypatch
+) -> None:
+    # The cluster's reconciler starts and stops jobs: a bare workload gives it nothing to
+    # do, and each admission cycle of a busy domain used to wake it for nothing.
+    from scheduling import services
+    from tests.fixtures.scheduling import job_manifest
+
+    asked: list[int] = []
+    monkeypatch.setattr(admission, "request_cluster_sync", asked.append)
+    make_queue("cq", {"cpu": "2"}, within_cluster_queue="LowerPriority")
+    make_workload("bare", "lq-cq", {"cpu": "1"})
+    assert _cycle(manager.pk).admitted == ["ns/bare"]
+    assert asked == []
+
+    services.submit_job(job_manifest("work", "lq-cq"), namespace="ns")
+    assert len(_cycle(manager.pk, NOW + timedelta(seconds=1)).admitted) == 1
+    assert asked == [manager.pk]
+
+    # Preempting the job's workload: its pods must be stopped.
+    make_workload("urgent", "lq-cq", {"cpu": "2"}, priority=100)
+    preempted = _cycle(manager.pk, NOW + timedelta(seconds=2)).preempted
+    assert sorted(preempted) == ["ns/bare", f"ns/{Workload.objects.get(job__name='work').name}"]
+    assert asked == [manager.pk, manager.pk]
 
 
 def test_missing_local_queue_is_explained(manager, make_queue, make_workload) -> None:
