@@ -20,11 +20,15 @@ Both run on the default connection inside the caller's transaction; PostgreSQL a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
-from django.db import connection
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db import models as db_models
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 _M = TypeVar("_M", bound=db_models.Model)
 
@@ -33,13 +37,50 @@ _M = TypeVar("_M", bound=db_models.Model)
 BATCH_SIZE = 500
 
 
-def _converter(field: db_models.Field[Any, Any]) -> Callable[[Any], Any]:
-    """How a Python value of ``field`` becomes a query parameter. Plain values of plain
-    columns pass as they are; JSON, time and UUID columns go through the field."""
+def _converter(field: db_models.Field[Any, Any], conn: BaseDatabaseWrapper,
+               ) -> Callable[[Any], Any]:
+    """How a Python value of ``field`` becomes a query parameter on ``conn``. Plain values
+    of plain columns pass as they are; JSON, time and UUID columns go through the field.
+
+    On SQLite the two columns every hot write carries take a shortcut that gives what the
+    field gives (``tests/scheduling/test_bulk.py`` compares them): a dict or list of a
+    JSON column is dumped, an aware datetime becomes the connection's naive local time as
+    text. Anything else still goes through the field."""
+    def through_field(value: Any) -> Any:
+        return field.get_db_prep_save(value, connection=conn)
+
+    if conn.vendor == "sqlite":
+        if isinstance(field, db_models.JSONField) and field.encoder is None:
+            def json_text(value: Any) -> Any:
+                if value is None:
+                    return None  # SQL NULL, as the field writes it
+                if type(value) in (dict, list):
+                    return json.dumps(value)
+                return through_field(value)
+            return json_text
+        if isinstance(field, db_models.DateTimeField) and settings.USE_TZ:
+            zone = conn.timezone
+
+            def naive_text(value: Any) -> Any:
+                if type(value) is datetime and value.tzinfo is not None:
+                    return str(value.astimezone(zone).replace(tzinfo=None))
+                return through_field(value)
+            return naive_text
     if isinstance(field, (db_models.JSONField, db_models.DateTimeField, db_models.UUIDField,
                           db_models.DateField, db_models.DecimalField)):
-        return lambda value: field.get_db_prep_save(value, connection=connection)
-    return lambda value: value
+        return through_field
+    return _as_is
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _converters(fields: Sequence[db_models.Field[Any, Any]]) -> list[Callable[[Any], Any]]:
+    """``_converter`` of each field on the default connection (the wrapper itself, looked
+    up once, not the thread-local proxy on every value)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    return [_converter(field, conn) for field in fields]
 
 
 def _rows(fields: Sequence[db_models.Field[Any, Any]], rows: Sequence[Sequence[Any]],
@@ -72,7 +113,7 @@ def insert(model: type[_M], objs: Sequence[_M], *, batch_size: int = BATCH_SIZE)
     meta = model._meta
     # Columns the database computes (GeneratedField) are not written, as with bulk_create.
     fields = [f for f in meta.concrete_fields if not f.primary_key and not f.generated]
-    converters = [_converter(f) for f in fields]
+    converters = _converters(fields)
     table = connection.ops.quote_name(meta.db_table)
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     pk_column = connection.ops.quote_name(meta.pk.column)
@@ -124,7 +165,7 @@ def update_versioned(
         return set()
     names = list(changes[0].values)
     targets = [_column(model, name) for name in names]
-    converters = [_converter(field) for field, _ in targets]
+    converters = _converters([field for field, _ in targets])
     table = connection.ops.quote_name(model._meta.db_table)
     pk_field, pk_column = _column(model, model._meta.pk.name)
     version_field, version_column = _column(model, "resource_version")
