@@ -111,3 +111,43 @@ def test_a_begin_that_fails_gives_the_lock_back(database: Path, monkeypatch) -> 
         _begin(conn)
     assert _lock_is_free()
     conn.close()
+
+
+def test_a_write_outside_a_transaction_waits_for_the_process_lock(database: Path) -> None:
+    # An autocommit UPDATE or DELETE is a transaction of its own: it waits for the writer
+    # of another thread like a BEGIN does, and goes as soon as that one ends, rather than
+    # in SQLite's busy handler, which sleeps up to 100 ms between attempts.
+    conn = _wrapper(database)
+    released: list[float] = []
+
+    def release_soon() -> None:
+        time.sleep(0.3)
+        released.append(time.monotonic())
+        base._write_lock.release()
+
+    base._write_lock.acquire()
+    helper = threading.Thread(target=release_soon)
+    helper.start()
+    conn.cursor().execute("INSERT INTO t VALUES (1)")
+    wrote = time.monotonic()
+    helper.join(timeout=10)
+    assert released
+    assert wrote >= released[0]
+    assert _lock_is_free()
+
+    # Reads never wait: WAL lets them go past a writer.
+    base._write_lock.acquire()
+    try:
+        assert conn.cursor().execute("SELECT count(*) FROM t").fetchone() == (1,)
+        assert conn.cursor().execute(" with n as (select 1) select * from n").fetchone() == (1,)
+    finally:
+        base._write_lock.release()
+    conn.close()
+
+
+@pytest.mark.parametrize(("query", "writes"), [
+    ("UPDATE t SET n = 1", True), ("  delete from t", True), ("INSERT INTO t VALUES (1)", True),
+    ("REPLACE INTO t VALUES (1)", True), ("SELECT 1", False), ("PRAGMA foreign_keys", False),
+])
+def test_writes_are_told_from_reads_by_their_first_word(query: str, writes: bool) -> None:
+    assert base._writes(query) is writes
