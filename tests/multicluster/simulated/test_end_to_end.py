@@ -77,10 +77,13 @@ def test_sample_job_runs_to_completion_through_celery(
     finished_condition = cond.find(finished.conditions, "Finished")
     assert finished_condition is not None
     assert finished_condition["reason"] == "Succeeded"
-    # The pods ran their 6 s (60 s at speed 10) after becoming ready.
-    elapsed = (snapshots_time(finished_condition) - snapshots_time(ready_at)).total_seconds()
-    assert elapsed >= 5, elapsed
+    # The pods ran their 6 s (60 s at speed 10) after becoming ready. Measured from the
+    # pods' own ready time: the PodsReady condition carries the time a pass of the cluster
+    # saw them ready, which lags by a second or more when the worker is busy.
     pods = Pod.objects.filter(job=job)
+    last_ready = max(pod.ready_at for pod in pods if pod.ready_at is not None)
+    elapsed = (snapshots_time(finished_condition) - last_ready).total_seconds()
+    assert elapsed >= 5, elapsed
     assert sorted(pods.values_list("phase", flat=True)) == [PodPhase.SUCCEEDED] * 3
     job.refresh_from_db()
     assert job.status["succeeded"] == 3
