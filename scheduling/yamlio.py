@@ -9,7 +9,9 @@ data comes out (SafeLoader: no Python objects).
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
@@ -28,6 +30,11 @@ from yaml.events import (
 MAX_DEPTH = 32
 # A ``kind: List`` may hold other lists, as kubectl allows, but not without end.
 MAX_DOCUMENTS = 5000
+
+# A line that starts with "---" and a blank (or ends there) starts a document: YAML forbids
+# that marker inside a scalar or a flow collection, so the parser either starts a document
+# there or refuses the stream. Counting them bounds the documents from below without parsing.
+_DOCUMENT_START = re.compile(r"^---(?=[ \t\r\n]|\Z)", re.MULTILINE)
 
 YAML_MEDIA_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 
@@ -121,6 +128,14 @@ def _check_events(text: str, loader: type[Any]) -> None:
                 raise ManifestSyntaxError(f"more than {MAX_DOCUMENTS} documents")
 
 
+def _check_document_starts(text: str) -> None:
+    """Refuse a stream with too many documents before parsing it: the parser makes a dozen
+    Python objects for a tiny document, and a megabyte holds tens of thousands of them."""
+    starts = _DOCUMENT_START.finditer(text)
+    if next(itertools.islice(starts, MAX_DOCUMENTS, None), None) is not None:
+        raise ManifestSyntaxError(f"more than {MAX_DOCUMENTS} documents")
+
+
 def _check_size(data: bytes | str, max_bytes: int) -> str:
     if isinstance(data, str):
         size = len(data.encode("utf-8", errors="surrogatepass"))
@@ -192,6 +207,7 @@ def load_yaml_documents(data: bytes | str, *, max_bytes: int | None = None) -> l
     text = _check_size(data, max_manifest_bytes() if max_bytes is None else max_bytes)
     documents: list[Any] = []
     loader: Any = None
+    _check_document_starts(text)
     try:
         if _CSafeLoader is not None:
             _check_events(text, _CSafeLoader)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.management import CommandError, call_command
 from rest_framework.authtoken.models import Token
@@ -400,3 +401,36 @@ def test_the_asgi_application_refuses_a_huge_body_before_reading_it(declared: bo
     else:
         assert taken <= limit + 64 * 1024
     assert elapsed < TIME_BOUND_SECONDS
+
+
+# --- the number of documents -----------------------------------------------------------------
+
+
+def test_too_many_documents_are_refused_before_the_parser_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def parse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the parser ran")
+
+    monkeypatch.setattr(yaml, "parse", parse)
+    monkeypatch.setattr(yamlio, "_SafeLoader", parse)
+    monkeypatch.setattr(yamlio, "_CSafeLoader", parse)
+    with pytest.raises(yamlio.ManifestSyntaxError, match="more than 5000 documents"):
+        yamlio.load_yaml_documents(many_documents(yamlio.MAX_DOCUMENTS + 1))
+
+
+@pytest.mark.parametrize("text", [
+    "---\n{}\n" * yamlio.MAX_DOCUMENTS,  # as many as accepted, each with its marker
+    "--- {}\n" * yamlio.MAX_DOCUMENTS,
+    # Not markers: "---" inside an indented block scalar, as a plain scalar, or as a key.
+    "a: |\n" + "  ---\n" * 6000,
+    "---x: 1\nb:\n" + "  - ---\n" * 6000,
+])
+def test_the_count_of_markers_refuses_nothing_the_parser_accepts(text: str) -> None:
+    documents = yamlio.load_yaml_documents(text)
+    assert 1 <= len(documents) <= yamlio.MAX_DOCUMENTS
+
+
+def test_the_exact_count_still_comes_from_the_parser() -> None:
+    # One implicit document before 5000 marked ones: 5001, refused by the parser's count.
+    with pytest.raises(yamlio.ManifestSyntaxError, match="more than 5000 documents"):
+        yamlio.load_yaml_documents("{}\n" + "---\n{}\n" * yamlio.MAX_DOCUMENTS)
