@@ -46,7 +46,7 @@ from scheduling.core.quantities import int_to_quantity
 from scheduling.core.snapshot import Snapshot
 from scheduling.core.types import Admission, FairSharingStrategy, QueueingStrategy
 from scheduling.core.workloads import AssignmentState, WorkloadInfo
-from scheduling.locks import acquire_or_defer, new_holder_id, release, still_held
+from scheduling.locks import acquire_or_defer, hand_back, held_lease, new_holder_id, release
 from scheduling.models import (
     AdmissionLease,
     ClusterQueue,
@@ -77,6 +77,8 @@ class CycleOutcome:
     preempted: list[str] = field(default_factory=list)
     released: int = 0
     dropped: int = 0
+    # The lease went back in the transaction that applied the decisions.
+    lease_returned: bool = False
 
     @property
     def progressed(self) -> bool:
@@ -128,10 +130,13 @@ def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
     lease_for = timedelta(seconds=int(config["ADMISSION_LEASE_SECONDS"]))
     if not acquire_or_defer(cluster_id, holder, now=now, duration=lease_for):
         return CycleOutcome(ran=False)
+    outcome: CycleOutcome | None = None
     try:
-        return _cycle_under_lease(cluster_id, holder, now=now)
+        outcome = _cycle_under_lease(cluster_id, holder, now=now)
+        return outcome
     finally:
-        if release(cluster_id, holder):
+        # A cycle that applied its decisions gave the lease back with them.
+        if (outcome is None or not outcome.lease_returned) and release(cluster_id, holder):
             # Asked for while we ran: the change may have come after our snapshot.
             reconcile.request(ADMISSION_TASK, cluster_id)
 
@@ -182,10 +187,15 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
     reserving_by_key = {f"{r['namespace']}/{r['name']}": r for r in reserving}
     result = rounds
     with transaction.atomic(), metrics.batch():
-        if not still_held(cluster_id, holder, now=now):
+        fenced = held_lease(cluster_id, holder, now=now)
+        if fenced is None:
             logger.warning("admission cycle of cluster %s lost its lease; discarded", cluster_id)
             return CycleOutcome(ran=False)
-        AdmissionLease.objects.filter(cluster_id=cluster_id).update(cycle=cycle)
+        if hand_back(fenced, cycle=cycle):
+            # Asked for while we ran (after commit): the change may have come after our
+            # snapshot.
+            reconcile.request(ADMISSION_TASK, cluster_id)
+        outcome.lease_returned = True
         events: list[Event] = []
         reservations: list[tuple[dict[str, Any], HeadResult, bulk.VersionedChange]] = []
         writes: list[bulk.VersionedChange] = []

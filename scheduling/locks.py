@@ -30,7 +30,13 @@ def acquire(cluster_id: int, holder: str, *, now: datetime, duration: timedelta)
 
     Taking it clears ``wanted``: the cycle about to run sees every change committed so far.
     """
-    _ensure_row(cluster_id)
+    if _take(cluster_id, holder, now=now, duration=duration):
+        return True
+    # Held by another worker, or the domain's first cycle: its row does not exist yet.
+    return _ensure_row(cluster_id) and _take(cluster_id, holder, now=now, duration=duration)
+
+
+def _take(cluster_id: int, holder: str, *, now: datetime, duration: timedelta) -> bool:
     taken = (
         AdmissionLease.objects.filter(cluster_id=cluster_id)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__lte=now) | Q(holder=holder))
@@ -70,22 +76,35 @@ def release(cluster_id: int, holder: str) -> bool:
         return lease.wanted
 
 
-def still_held(cluster_id: int, holder: str, *, now: datetime) -> bool:
-    """Inside a transaction: lock the lease row and check ``holder`` still holds it."""
+def held_lease(cluster_id: int, holder: str, *, now: datetime) -> AdmissionLease | None:
+    """Inside a transaction: lock the lease row; the lease if ``holder`` still holds it."""
     lease = AdmissionLease.objects.select_for_update().filter(cluster_id=cluster_id).first()
-    return bool(
-        lease is not None
-        and lease.holder == holder
-        and lease.expires_at is not None
-        and lease.expires_at > now
-    )
+    if (lease is not None and lease.holder == holder and lease.expires_at is not None
+            and lease.expires_at > now):
+        return lease
+    return None
 
 
-def _ensure_row(cluster_id: int) -> None:
+def hand_back(lease: AdmissionLease, *, cycle: int) -> bool:
+    """Inside the transaction that locked ``lease`` (``held_lease``): record the domain's
+    cycle count and give the lease back, both committed with the cycle's decisions.
+
+    Returns whether another cycle was asked for while it was held, as ``release`` does:
+    the row is locked, so a concurrent ``acquire_or_defer`` wrote its note before the lock
+    (read here) or writes it after the commit, and then takes the free lease itself. This
+    spares the cycle a transaction of its own for ``release``."""
+    AdmissionLease.objects.filter(pk=lease.pk).update(holder="", expires_at=None, wanted=False,
+                                                      cycle=cycle)
+    return lease.wanted
+
+
+def _ensure_row(cluster_id: int) -> bool:
+    """Create the domain's lease row if it is missing; whether it was missing."""
     if AdmissionLease.objects.filter(cluster_id=cluster_id).exists():
-        return
+        return False
     try:
         with transaction.atomic():
             AdmissionLease.objects.create(cluster_id=cluster_id)
     except IntegrityError:
         pass  # another worker created it first
+    return True

@@ -283,6 +283,72 @@ def test_cycle_is_skipped_while_another_worker_holds_the_lease(
     assert _cycle(manager.pk, NOW + timedelta(seconds=31)).admitted == ["ns/a"]
 
 
+def test_an_applied_cycle_gives_the_lease_back_with_its_decisions(
+    manager, make_queue, make_workload, monkeypatch
+) -> None:
+    # No transaction of its own for the release: the lease goes back in the one that
+    # writes the decisions.
+    def release(*args: object) -> bool:
+        raise AssertionError("released in a transaction of its own")
+
+    monkeypatch.setattr(admission, "release", release)
+    make_queue("cq", {"cpu": "2"})
+    make_workload("a", "lq-cq", {"cpu": "1"})
+
+    assert _cycle(manager.pk).admitted == ["ns/a"]
+
+    lease = AdmissionLease.objects.get(cluster=manager)
+    assert (lease.holder, lease.expires_at, lease.wanted, lease.cycle) == ("", None, False, 1)
+    # Free for the next worker straight away.
+    assert admission.acquire_or_defer(manager.pk, "next", now=NOW,
+                                      duration=timedelta(seconds=30))
+
+
+def test_a_cycle_asked_for_while_one_ran_runs_after_it(
+    manager, make_queue, make_workload, monkeypatch, django_capture_on_commit_callbacks
+) -> None:
+    from kueueweb import reconcile
+
+    make_queue("cq", {"cpu": "2"})
+    make_workload("a", "lq-cq", {"cpu": "3"})  # never fits: the cycle itself asks for none
+    asked: list[tuple[str, tuple[object, ...]]] = []
+    monkeypatch.setattr(reconcile, "request", lambda task, *args: asked.append((task, args)))
+    decide = admission.run_cycles
+
+    def run_cycles(*args: object, **kwargs: object) -> admission.Rounds:
+        # Another worker is asked for a cycle meanwhile: it leaves the holder a note.
+        assert not admission.acquire_or_defer(manager.pk, "other", now=NOW,
+                                              duration=timedelta(seconds=30))
+        return decide(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(admission, "run_cycles", run_cycles)
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = _cycle(manager.pk)
+
+    assert outcome.ran
+    assert outcome.lease_returned
+    assert not outcome.progressed
+    assert asked == [(admission.ADMISSION_TASK, (manager.pk,))]
+    lease = AdmissionLease.objects.get(cluster=manager)
+    assert (lease.holder, lease.wanted) == ("", False)
+
+
+def test_a_cycle_that_fails_gives_the_lease_back(
+    manager, make_queue, make_workload, monkeypatch
+) -> None:
+    make_queue("cq", {"cpu": "2"})
+    make_workload("a", "lq-cq", {"cpu": "1"})
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("engine failure")
+
+    monkeypatch.setattr(admission, "run_cycles", broken)
+    with pytest.raises(RuntimeError):
+        _cycle(manager.pk)
+
+    assert AdmissionLease.objects.get(cluster=manager).holder == ""
+
+
 def test_admission_checks_hold_admitted_until_ready(manager, make_queue, make_workload) -> None:
     from multicluster.models import AdmissionCheck
 
