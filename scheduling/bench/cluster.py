@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import OperationalError, close_old_connections
+from django.db import OperationalError, close_old_connections, connection
 from django.db.models import Max, QuerySet
 from django.utils import timezone
 
@@ -26,7 +26,7 @@ from scheduling import conditions as cond
 from scheduling import lifecycle, services
 from scheduling.bench.shape import CLASS_LABEL, RUNNING_TIME_LABEL, Creation
 from scheduling.choices import WorkloadPhase
-from scheduling.models import Workload
+from scheduling.models import AdmissionLease, Workload
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +145,8 @@ class SimulatedCluster(threading.Thread):
         self._running: dict[int, int] = {}  # workload id -> version it was started at
         self._due: list[_Run] = []
         self._watermark: datetime | None = None
+        self._cycles_seen: int | None = None
+        self._cycles_sql = ""
 
     def run(self) -> None:
         try:
@@ -178,6 +180,10 @@ class SimulatedCluster(threading.Thread):
         read as ids and the newest reservation time, which need no conversion in Python;
         only those not running yet are checked for an eviction and their labels read, so a
         tick that finds nothing new parses no JSON and no timestamp but one."""
+        cycles = self._cycles_applied()
+        if cycles is not None and cycles == self._cycles_seen:
+            return  # no admission cycle has committed since the last look
+        self._cycles_seen = cycles
         lookups = {}
         if self._watermark is not None:
             lookups["quota_reserved_at__gte"] = self._watermark - self.MARGIN
@@ -195,6 +201,25 @@ class SimulatedCluster(threading.Thread):
         for workload_id, version, labels in self._admitted(pk__in=new).values_list(
                 "id", "resource_version", "labels"):
             self._start(workload_id, version, labels)
+
+    def _cycles_applied(self) -> int | None:
+        """How many admission cycles the domain has applied (``AdmissionLease.cycle``).
+
+        Every call of the admission reconciler that writes decisions moves it on in the
+        same transaction, so while it stands still nothing was admitted and the look for
+        new admissions (two queries through the ORM, most of this thread's time on a tick)
+        is skipped: Kueue's runner is told of admissions by a watch, it does not poll. One
+        row read by its key, with its SQL built once. None before the domain's first
+        cycle."""
+        if not self._cycles_sql:
+            meta, quote = AdmissionLease._meta, connection.ops.quote_name
+            self._cycles_sql = (
+                f"SELECT {quote(meta.get_field('cycle').column)} FROM {quote(meta.db_table)} "
+                f"WHERE {quote(meta.get_field('cluster').column)} = %s")
+        with connection.cursor() as cursor:
+            cursor.execute(self._cycles_sql, [self.cluster_id])
+            row = cursor.fetchone()
+        return None if row is None else int(row[0])
 
     def _start(self, workload_id: int, version: int, labels: dict[str, str] | None) -> None:
         runtime_ms = int((labels or {}).get(RUNNING_TIME_LABEL, "0") or 0)
