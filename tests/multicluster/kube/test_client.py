@@ -134,11 +134,15 @@ def test_every_call_times_out(silent_server: int, settings: Any) -> None:
     kube = client.build_client(kubeconfig_for(f"http://127.0.0.1:{silent_server}", "t"))
     assert kube.timeout == 0.3
 
-    started = time.monotonic()
-    with pytest.raises(KubeUnavailable, match="(?i)timed out"):
-        KubeBackend(kube).server_version()
+    def timed_out_after() -> float:
+        started = time.monotonic()
+        with pytest.raises(KubeUnavailable, match="(?i)timed out"):
+            KubeBackend(kube).server_version()
+        return time.monotonic() - started
 
-    assert time.monotonic() - started < 2.0
+    # The best of three: the default timeout (10 s) would show in every run, a stall of the
+    # machine in one.
+    assert min(timed_out_after() for _ in range(3)) < 2.0
 
 
 @pytest.mark.parametrize(
