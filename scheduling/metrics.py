@@ -168,23 +168,31 @@ class EventFamily:
 
     def increments(self, labels: Sequence[str], value: float) -> list[Increment]:
         totals: dict[tuple[str, str], int | float] = {}
-        self.add_to(totals, tuple(labels), value)
+        self.add_to(totals, tuple(labels), (value,))
         return [Increment(family, name, amount) for (family, name), amount in totals.items()]
 
     def add_to(self, totals: dict[tuple[str, str], int | float], labels: tuple[str, ...],
-               value: float) -> None:
-        """Add one observation's increments to ``totals`` (keyed by family and hash field):
-        ``increments`` without an object per increment, for a batch of thousands."""
+               values: Sequence[float]) -> None:
+        """Add the increments of observations ``values`` of one series to ``totals`` (keyed
+        by family and hash field): ``increments`` without an object per increment, and the
+        fields of the series made once for a batch of thousands of observations."""
         if self.buckets is None:
             key = (self.name, _field(labels, "value"))
-            totals[key] = totals.get(key, 0) + 1
+            totals[key] = totals.get(key, 0) + len(values)
             return
-        # The first bucket whose bound is at least the value (a NaN in none of them).
-        index = bisect.bisect_left(self.buckets, value) if value == value else len(self.buckets)
-        bucket = (self.name, _field(labels, _bucket_part(self.buckets, index)))
         total = (self.name, _field(labels, "sum"))
-        totals[bucket] = totals.get(bucket, 0) + 1
-        totals[total] = totals.get(total, 0) + float(value)
+        summed = totals.get(total, 0)
+        per_bucket: dict[int, int] = {}
+        for value in values:
+            # The first bucket whose bound is at least the value (a NaN in none of them).
+            index = (bisect.bisect_left(self.buckets, value) if value == value
+                     else len(self.buckets))
+            per_bucket[index] = per_bucket.get(index, 0) + 1
+            summed += float(value)
+        for index, count in per_bucket.items():
+            bucket = (self.name, _field(labels, _bucket_part(self.buckets, index)))
+            totals[bucket] = totals.get(bucket, 0) + count
+        totals[total] = summed
 
     def collect(self, fields: Mapping[str, float], domains: Mapping[int, str]) -> Metric:
         """The exposition family from the stored fields of this family's hash.
@@ -486,11 +494,21 @@ def _flush(groups: Sequence[tuple[Sequence[_Sample], int | None]]) -> None:
     if any(cluster_id is None and any(s.family.per_domain for s in samples)
            for samples, cluster_id in groups):
         manager = Cluster.objects.manager_id()
-    totals: dict[tuple[str, str], int | float] = {}
+    # The observations of each series first: a batch of hundreds of admissions observes a
+    # few series hundreds of times each.
+    series: dict[tuple[str, tuple[str, ...]], tuple[EventFamily, list[float]]] = {}
     for samples, cluster_id in groups:
         domain = str((cluster_id if cluster_id is not None else manager) or "")
         for family, labels, value in samples:
-            family.add_to(totals, (domain, *labels) if family.per_domain else labels, value)
+            key = (family.name, (domain, *labels) if family.per_domain else labels)
+            found = series.get(key)
+            if found is None:
+                series[key] = (family, [value])
+            else:
+                found[1].append(value)
+    totals: dict[tuple[str, str], int | float] = {}
+    for (_, labels), (family, values) in series.items():
+        family.add_to(totals, labels, values)
     event_store().add([Increment(family, name, amount)
                        for (family, name), amount in totals.items()])
 

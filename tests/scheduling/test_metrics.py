@@ -540,3 +540,32 @@ def test_an_observation_counts_in_the_first_bucket_whose_bound_holds_it(value: f
     increments = {json.loads(i.field)[1]: i.amount for i in family.increments(("success",), value)}
     assert set(increments) == {bucket, "sum"}
     assert increments[bucket] == 1
+
+
+def test_a_batch_records_exactly_what_its_observations_record_one_by_one(
+    manager: Cluster, django_capture_on_commit_callbacks: Any,
+) -> None:
+    # Observations of several series, in several buckets each, some twice: the batch
+    # groups them by series before it makes the increments.
+    observations = [("cq-a", "high", wait, lq) for wait in (0.5, 3.0, 3.0, 7.5, 1e9)
+                    for lq in (("ns", "lq-a"), None)]
+    observations += [("cq-b", "", 30.0, ("ns", "lq-b")), ("cq-a", "low", 3.0, None)]
+
+    def record() -> None:
+        for cq, priority, wait, lq in observations:
+            metrics.quota_reserved(cq, priority, wait, local_queue=lq, cluster_id=manager.pk)
+            metrics.admitted(cq, priority, wait, 0.0, local_queue=lq, cluster_id=manager.pk)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        record()  # one write per hook
+    one_by_one = scrape()
+    metrics.event_store().clear()
+    with django_capture_on_commit_callbacks(execute=True) as flushes, metrics.batch():
+        record()
+    assert len(flushes) == 1
+    assert scrape() == one_by_one
+    cq = {"cluster": "manager", "cluster_queue": "cq-a", "priority_class": "high"}
+    assert value(one_by_one, "kueue_quota_reserved_workloads_total", **cq) == 10
+    assert buckets(one_by_one, "kueue_quota_reserved_wait_time_seconds", **cq)["5.0"] == 6
+    assert value(one_by_one, "kueue_quota_reserved_wait_time_seconds_sum", **cq) == 2 * (
+        0.5 + 3.0 + 3.0 + 7.5 + 1e9)
