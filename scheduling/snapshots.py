@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import threading
 import uuid
 from collections import defaultdict
@@ -436,31 +437,36 @@ class RowCache(Generic[_Built]):
         cached ones at that version, the others from ``load(ids)``, which may leave some
         out (gone since) and returns each at the version it finds. The rows are shared:
         callers must not change them."""
-        with self._lock:
-            previous = self._domains.get(cluster_id, {})
         current: dict[_Key, tuple[dict[str, Any], list[_Built]]] = {}
         missing: list[int] = []
-        for pk, (uid, version) in wanted.items():
-            key = self.key(pk, uid, version)
-            entry = previous.get(key)
-            if entry is None:
-                missing.append(pk)
-            else:
-                current[key] = entry
+        with self._lock:
+            cached = self._domains.get(cluster_id, {})
+            for pk, (uid, version) in wanted.items():
+                key = self.key(pk, uid, version)
+                entry = cached.get(key)
+                if entry is None:
+                    missing.append(pk)
+                else:
+                    current[key] = entry
         if missing:
             for row in load(missing):
                 current[self.key(row["id"], row["uid"], row["resource_version"])] = (row, [])
         rows = [row for row, _ in current.values()]
         with self._lock:
-            kept: dict[_Key, tuple[dict[str, Any], list[_Built]]] = {}
-            if self.spare:
-                # Insertion order is read order: the spares kept are the last ones read
-                # (or added), then this read's rows go last.
-                spares = [(key, entry) for key, entry
-                          in self._domains.get(cluster_id, {}).items() if key not in current]
-                kept.update(spares[-self.spare:])
-            kept.update(current)
-            self._domains[cluster_id] = kept
+            if not self.spare:
+                self._domains[cluster_id] = current
+                return rows
+            # Insertion order is read order: this read's rows go last, and the spares kept
+            # are the last ones read (or added) before them. Moved in place, so that a read
+            # costs what it asked for, not what the spares hold.
+            kept = self._domains.setdefault(cluster_id, {})
+            for key, entry in current.items():
+                kept.pop(key, None)
+                kept[key] = entry
+            excess = len(kept) - len(current) - self.spare
+            if excess > 0:
+                for key in list(itertools.islice(kept, excess)):
+                    del kept[key]
         return rows
 
     def add(self, cluster_id: int, rows: Iterable[dict[str, Any]]) -> None:
