@@ -100,6 +100,24 @@ def test_a_round_stops_where_the_database_may_hold_more_heads(
     assert second.admitted == ["ns/c", "ns/d"]
 
 
+def test_a_round_refills_a_queue_of_small_workloads_sixteen_at_a_time(
+    manager, make_queue, make_workload
+) -> None:
+    # Kueue's benchmark shapes: 30 queues load 16 candidates each, 1,000 queues 4.
+    assert admission.candidates_per_queue(30) == 16
+    assert admission.candidates_per_queue(1000) == 4
+    make_queue("cq", {"cpu": "20"})
+    for index in range(20):
+        make_workload(f"w{index:02}", "lq-cq", {"cpu": "1"})
+
+    first = _cycle(manager.pk)
+    second = _cycle(manager.pk, NOW + timedelta(seconds=1))
+
+    # Quota for all twenty: one call admits the sixteen it loaded, the next the rest.
+    assert first.admitted == [f"ns/w{index:02}" for index in range(16)]
+    assert second.admitted == [f"ns/w{index:02}" for index in range(16, 20)]
+
+
 def test_higher_priority_is_head_even_when_newer(manager, make_queue, make_workload) -> None:
     make_queue("cq", {"cpu": "1"})
     make_workload("old-low", "lq-cq", {"cpu": "1"}, priority=0)
@@ -472,13 +490,15 @@ def test_a_parked_head_parks_the_pending_workloads_of_its_shape(
     # takes every pending workload of the same priority and pod sets with it, so they are
     # not tried one by one; a different shape is still tried.
     make_queue("cq", {"cpu": "2"})
-    bigs = [make_workload(f"big-{i}", "lq-cq", {"cpu": "3"}) for i in range(12)]
+    # More of one shape than a round loads candidates.
+    bigs = [make_workload(f"big-{i}", "lq-cq", {"cpu": "3"})
+            for i in range(admission.candidates_per_queue(1) + 4)]
     other = make_workload("big-high", "lq-cq", {"cpu": "3"}, priority=-1)
     make_workload("small", "lq-cq", {"cpu": "1"}, priority=-2)
 
     first = _cycle(manager.pk)
 
-    # The first round loads eight candidates, all of big-0's shape: one is tried.
+    # The first round's candidates are all of big-0's shape: one is tried.
     assert first.heads == 1
     shape = ParkedShape.objects.get()
     assert (shape.cluster_queue.name, shape.priority, shape.pod_sets_hash) == (
@@ -726,12 +746,14 @@ def _finish(cluster_id: int, wl: Workload, at: datetime) -> None:
 def test_parked_workloads_come_back_one_batch_period_after_quota_is_released(
     manager, make_queue, make_workload, batched_requeue
 ) -> None:
-    make_queue("cq", {"cpu": "20"})
-    running = make_workload("running", "lq-cq", {"cpu": "20"})
+    loaded = admission.candidates_per_queue(1)  # candidates a round loads per queue
+    total = str(loaded + 4)
+    make_queue("cq", {"cpu": total})
+    running = make_workload("running", "lq-cq", {"cpu": total})
     assert _cycle(manager.pk).admitted == ["ns/running"]
-    ones = [make_workload(f"one-{i:02}", "lq-cq", {"cpu": "1"}) for i in range(12)]
+    ones = [make_workload(f"one-{i:02}", "lq-cq", {"cpu": "1"}) for i in range(loaded + 4)]
     _cycle(manager.pk, NOW + timedelta(seconds=1))
-    # The head is parked, and the other eleven of its shape with it.
+    # The head is parked, and the others of its shape with it.
     assert _parked_with_shape(ones[0])
     assert ParkedShape.objects.count() == 1
     assert admission.select_heads(manager.pk, now=NOW, per_queue=8) == []
@@ -744,8 +766,8 @@ def test_parked_workloads_come_back_one_batch_period_after_quota_is_released(
     outcome = _cycle(manager.pk, NOW + timedelta(seconds=3))
     assert ClusterQueue.objects.get(name="cq").requeue_due_at is None
     assert not ParkedShape.objects.exists()
-    # The round loads eight candidates; the other four are back in the queue as well.
-    assert len(outcome.admitted) == 8
+    # The round admits the candidates it loaded; the other four are back in the queue too.
+    assert len(outcome.admitted) == loaded
     assert len(_cycle(manager.pk, NOW + timedelta(seconds=3)).admitted) == 4
 
 
