@@ -23,6 +23,7 @@ from django.db import connections
 from django.utils import timezone
 
 from multicluster.models import Cluster
+from scheduling.admission import candidates_per_queue
 from scheduling.choices import WorkloadPhase
 from scheduling.models import AdmissionLease, ClusterQueue, Workload
 from scheduling.services import WorkloadRequest, create_workloads
@@ -57,9 +58,9 @@ def reserved_per_queue(cluster_id: int) -> Counter[str]:
 
 QUEUES = 60
 # Per queue. One cycle admits the head of every queue; one admission run applies a few
-# cycles (a bounded number of candidates per queue) in one transaction, so this takes
-# several runs.
-FITTING = 32
+# cycles (at most the candidates it loads per queue) in one transaction, so this takes
+# four runs, and a kill in the run after the first still leaves work to finish.
+FITTING = 4 * candidates_per_queue(QUEUES)
 
 
 @pytest.mark.timeout(240)
