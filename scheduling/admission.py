@@ -77,8 +77,10 @@ class CycleOutcome:
     preempted: list[str] = field(default_factory=list)
     released: int = 0
     dropped: int = 0
-    # The lease went back in the transaction that applied the decisions.
+    # The lease went back in the transaction that applied the decisions, and whether
+    # another cycle was asked for while it was held.
     lease_returned: bool = False
+    wanted_again: bool = False
 
     @property
     def progressed(self) -> bool:
@@ -135,8 +137,12 @@ def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
         outcome = _cycle_under_lease(cluster_id, holder, now=now)
         return outcome
     finally:
-        # A cycle that applied its decisions gave the lease back with them.
-        if (outcome is None or not outcome.lease_returned) and release(cluster_id, holder):
+        # A cycle that applied its decisions gave the lease back with them (committed).
+        if outcome is not None and outcome.lease_returned:
+            wanted = outcome.wanted_again
+        else:
+            wanted = release(cluster_id, holder)
+        if wanted:
             # Asked for while we ran: the change may have come after our snapshot.
             reconcile.request(ADMISSION_TASK, cluster_id)
 
@@ -191,10 +197,7 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
         if fenced is None:
             logger.warning("admission cycle of cluster %s lost its lease; discarded", cluster_id)
             return CycleOutcome(ran=False)
-        if hand_back(fenced, cycle=cycle):
-            # Asked for while we ran (after commit): the change may have come after our
-            # snapshot.
-            reconcile.request(ADMISSION_TASK, cluster_id)
+        outcome.wanted_again = hand_back(fenced, cycle=cycle)
         outcome.lease_returned = True
         events: list[Event] = []
         reservations: list[tuple[dict[str, Any], HeadResult, bulk.VersionedChange]] = []

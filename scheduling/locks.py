@@ -13,6 +13,7 @@ import os
 import socket
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -71,9 +72,7 @@ def release(cluster_id: int, holder: str) -> bool:
                  .filter(cluster_id=cluster_id, holder=holder).first())
         if lease is None:
             return False
-        AdmissionLease.objects.filter(pk=lease.pk).update(holder="", expires_at=None,
-                                                          wanted=False)
-        return lease.wanted
+        return _free(lease)
 
 
 def held_lease(cluster_id: int, holder: str, *, now: datetime) -> AdmissionLease | None:
@@ -93,8 +92,13 @@ def hand_back(lease: AdmissionLease, *, cycle: int) -> bool:
     the row is locked, so a concurrent ``acquire_or_defer`` wrote its note before the lock
     (read here) or writes it after the commit, and then takes the free lease itself. This
     spares the cycle a transaction of its own for ``release``."""
+    return _free(lease, cycle=cycle)
+
+
+def _free(lease: AdmissionLease, **also: Any) -> bool:
+    """Free the locked ``lease`` (and write ``also``); whether a cycle was asked for."""
     AdmissionLease.objects.filter(pk=lease.pk).update(holder="", expires_at=None, wanted=False,
-                                                      cycle=cycle)
+                                                      **also)
     return lease.wanted
 
 
