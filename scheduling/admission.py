@@ -68,7 +68,7 @@ _RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 
 @dataclass
 class CycleOutcome:
-    """What one call did; ``progressed`` asks for another cycle straight away."""
+    """What one call did; ``wants_next`` asks for another cycle straight away."""
 
     ran: bool
     cycle: int = 0
@@ -77,6 +77,9 @@ class CycleOutcome:
     preempted: list[str] = field(default_factory=list)
     released: int = 0
     dropped: int = 0
+    # Every cohort tree's part of the round ended where its next cycle would decide the
+    # same (``Rounds.settled``).
+    settled: bool = False
     # The lease went back in the transaction that applied the decisions, and whether
     # another cycle was asked for while it was held.
     lease_returned: bool = False
@@ -85,6 +88,14 @@ class CycleOutcome:
     @property
     def progressed(self) -> bool:
         return bool(self.admitted or self.preempted or self.released)
+
+    @property
+    def wants_next(self) -> bool:
+        """The call changed something and its round stopped short (at a bound, at the last
+        candidate it loaded, at a preemption): the next cycle may decide more. A settled
+        round already ran the cycle that follows its last change; the next one waits for
+        something to change (a new workload, a release, a requeue), which asks for it."""
+        return self.progressed and not self.settled
 
 
 def cycle_policy() -> CyclePolicy:
@@ -185,7 +196,8 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
     rounds = run_cycles(snapshot, head_rows, per_queue=per_queue, now=now, first_cycle=cycle,
                         bulk_park=best_effort, cluster_id=cluster_id)
     cycle = rounds.last_cycle
-    outcome = CycleOutcome(ran=True, cycle=cycle, heads=rounds.heads, released=released)
+    outcome = CycleOutcome(ran=True, cycle=cycle, heads=rounds.heads, released=released,
+                           settled=rounds.settled)
     per_head = (time.perf_counter() - started) / max(rounds.heads, 1)
 
     # 5. Apply, fenced: if the lease was lost meanwhile, nothing is written.
@@ -240,9 +252,9 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
             if _issue_preemption(cluster_id, victim, target, now=now, events=events):
                 outcome.preempted.append(target.workload_key)
         bulk.insert(Event, events)
-        if outcome.progressed:
+        if outcome.wants_next:
             request_admission(cluster_id)
-        elif events:
+        elif events or outcome.progressed:
             live.notify(cluster_id)
         # The cluster's reconciler starts and stops jobs; a workload with none (created
         # through the API) has nothing there to start or stop.
@@ -276,7 +288,9 @@ def candidates_per_queue(cluster_queues: int) -> int:
 @dataclass
 class Rounds:
     """What ``run_cycles`` decided: the last decision about each workload it looked at
-    (admitted, or pending with its reason) and the preemptions of its last cycle."""
+    (admitted, or pending with its reason) and the preemptions of its last cycle.
+    ``settled``: every tree's part ended after a cycle that changed nothing there, or with
+    no head left, not at a bound, a preemption or the last loaded candidate."""
 
     results: list[HeadResult]
     preemption_targets: tuple[PreemptionTarget, ...]
@@ -284,6 +298,7 @@ class Rounds:
     heads: int
     last_cycle: int
     bulk_parked: list[BulkMove] = field(default_factory=list)
+    settled: bool = False
 
 
 def run_cycles(
@@ -337,11 +352,16 @@ def run_cycles(
     nodes = snapshot.cluster_queues
     tree = {name: nodes[name].root().name if name in nodes else name for name in queues}
     frozen: set[str] = set()
-    while cycles < MAX_CYCLES_PER_ROUND:
-        if cycles and time.perf_counter() > deadline:
+    settled = True
+    while True:
+        if cycles >= MAX_CYCLES_PER_ROUND or (cycles and time.perf_counter() > deadline):
+            settled = False
             break
         # A queue that used every candidate loaded for it may have more in the database.
-        frozen.update(tree[name] for name in truncated if position[name] >= len(queues[name]))
+        exhausted = {tree[name] for name in truncated
+                     if position[name] >= len(queues[name])} - frozen
+        settled = settled and not exhausted
+        frozen |= exhausted
         heads = []
         for name, items in queues.items():
             if tree[name] in frozen:
@@ -393,15 +413,17 @@ def run_cycles(
         # Stop a tree after a cycle that preempts there (victims must stop first), that
         # involves a sticky preemptor or a workload slice there, or that changed nothing
         # there (the next cycle would decide the same).
-        frozen.update(tree[t.preempting_cluster_queue] for t in result.preemption_targets
-                      if t.preempting_cluster_queue in tree)
-        frozen.update(tree[h.cluster_queue] for h in heads if h.is_preemptor or h.replaces)
-        frozen.update(tree[h.cluster_queue] for h in result.results
-                      if h.preemption_targets or h.replaced_slice
-                      or h.requeue_reason is RequeueReason.PENDING_PREEMPTION)
+        stopped = {tree[t.preempting_cluster_queue] for t in result.preemption_targets
+                   if t.preempting_cluster_queue in tree}
+        stopped.update(tree[h.cluster_queue] for h in heads if h.is_preemptor or h.replaces)
+        stopped.update(tree[h.cluster_queue] for h in result.results
+                       if h.preemption_targets or h.replaced_slice
+                       or h.requeue_reason is RequeueReason.PENDING_PREEMPTION)
+        settled = settled and not stopped
+        frozen |= stopped
         frozen.update(tree[h.cluster_queue] for h in heads if tree[h.cluster_queue] not in changed)
     return Rounds(results=list(final.values()), preemption_targets=targets, cycles=cycles,
-                  heads=heads_seen, last_cycle=cycle, bulk_parked=moves)
+                  heads=heads_seen, last_cycle=cycle, bulk_parked=moves, settled=settled)
 
 
 # Requeue reasons that park every workload of the head's shape with it (Kueue

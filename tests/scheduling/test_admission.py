@@ -100,6 +100,51 @@ def test_a_round_stops_where_the_database_may_hold_more_heads(
     assert second.admitted == ["ns/c", "ns/d"]
 
 
+def _admission_requests(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
+    """The admission cycles asked for from now on (other reconcilers' requests left out)."""
+    from kueueweb import reconcile
+
+    asked: list[tuple[object, ...]] = []
+    monkeypatch.setattr(reconcile, "request", lambda task, *args: asked.append(args)
+                        if task == admission.ADMISSION_TASK else None)
+    return asked
+
+
+def test_a_settled_round_asks_for_no_other_cycle(
+    manager, make_queue, make_workload, monkeypatch, django_capture_on_commit_callbacks
+) -> None:
+    make_queue("cq", {"cpu": "2"})
+    for name in ("a", "b", "c"):
+        make_workload(name, "lq-cq", {"cpu": "1"})
+    asked = _admission_requests(monkeypatch)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = _cycle(manager.pk)
+
+    # Two fit; the third was the head of the cycle after, which parked it: the next cycle
+    # would decide the same, so none is asked for until something changes.
+    assert outcome.admitted == ["ns/a", "ns/b"]
+    assert outcome.settled
+    assert asked == []
+
+
+def test_a_round_stopped_at_its_last_loaded_candidate_asks_for_the_next(
+    manager, make_queue, make_workload, monkeypatch, django_capture_on_commit_callbacks
+) -> None:
+    make_queue("cq", {"cpu": "8"})
+    for name in ("a", "b", "c"):
+        make_workload(name, "lq-cq", {"cpu": "1"})
+    monkeypatch.setattr(admission, "_CANDIDATES", (2, 2, 2))
+    asked = _admission_requests(monkeypatch)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = _cycle(manager.pk)
+
+    assert outcome.admitted == ["ns/a", "ns/b"]
+    assert not outcome.settled
+    assert asked == [(manager.pk,)]
+
+
 def test_a_round_refills_a_queue_of_small_workloads_sixteen_at_a_time(
     manager, make_queue, make_workload
 ) -> None:
