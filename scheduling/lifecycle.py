@@ -561,16 +561,21 @@ def finish_workloads(
     batched write (``bulk.update_versioned``), one quota release per queue, events in one
     INSERT. ``versions`` maps a workload id to the ``resource_version`` the caller saw it
     at; a workload that changed since (evicted, preempted) is left alone. Returns the ids
-    finished."""
+    finished.
+
+    The rows are read, and their new values computed, before the transaction: the write
+    is conditional on the version read, so a workload that changed in between is left
+    alone as one that changed before. On SQLite a transaction holds the database's only
+    write lock from its start, and the admission cycle waited for these reads."""
     done: list[int] = []
     events: list[Event] = []
     freed: set[int] = set()
+    workloads = [wl for wl in Workload.objects.filter(cluster_id=cluster_id,
+                                                      pk__in=list(versions))
+                 .exclude(phase=WorkloadPhase.FINISHED).only(*_FINISHING_FIELDS)
+                 if wl.resource_version == versions[wl.pk]]
+    changes = {wl.pk: _finished_values(wl, reason, message, now=now) for wl in workloads}
     with transaction.atomic(), metrics.batch():
-        workloads = [wl for wl in Workload.objects.filter(cluster_id=cluster_id,
-                                                          pk__in=list(versions))
-                     .exclude(phase=WorkloadPhase.FINISHED).only(*_FINISHING_FIELDS)
-                     if wl.resource_version == versions[wl.pk]]
-        changes = {wl.pk: _finished_values(wl, reason, message, now=now) for wl in workloads}
         written = bulk.update_versioned(Workload, [
             bulk.VersionedChange(wl.pk, wl.resource_version, changes[wl.pk]) for wl in workloads])
         for wl in workloads:

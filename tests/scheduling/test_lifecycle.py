@@ -512,3 +512,42 @@ def test_finishing_many_workloads_reads_them_in_a_fixed_number_of_queries(
         assert condition(wl, "Finished")["reason"] == "Succeeded"
         assert reasons(wl)[-1] == "Finished"
     assert reserved_cpu(manager) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_finishing_reads_before_its_transaction_and_leaves_a_workload_changed_meanwhile(
+    make_queue: Callable[..., ClusterQueue], make_workload: Callable[..., Workload],
+    manager: Cluster, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django.db import connection
+    from django.utils import timezone
+
+    from scheduling import admission, lifecycle
+
+    make_queue("cq", {"cpu": "10"})
+    for name in ("kept", "changed"):
+        make_workload(name, "lq-cq", {"cpu": "1"})
+    admission.run_admission_cycle(manager.pk, now=timezone.now())
+    seen = {wl.pk: wl.resource_version for wl in Workload.objects.all()}
+    changed = Workload.objects.get(name="changed")
+    compute = lifecycle._finished_values
+    in_transaction: list[bool] = []
+
+    def finished_values(wl: Workload, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        # Computed outside any transaction: SQLite's write lock is not held meanwhile.
+        in_transaction.append(connection.in_atomic_block)
+        if wl.pk == changed.pk:  # another writer (a preemption) moves it on meanwhile
+            Workload.objects.filter(pk=wl.pk).update(
+                resource_version=wl.resource_version + 1)
+        return compute(wl, *args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "_finished_values", finished_values)
+    done = lifecycle.finish_workloads(manager.pk, seen, "Succeeded", "Job finished",
+                                      now=timezone.now())
+
+    assert in_transaction == [False, False]
+    assert done == [Workload.objects.get(name="kept").pk]
+    changed.refresh_from_db()
+    assert changed.phase == WorkloadPhase.ADMITTED
+    assert reserved_cpu(manager) == 1000
+    assert reasons(changed)[-1] != "Finished"
