@@ -1104,16 +1104,20 @@ def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now:
 
 
 def requeue_due_queues(cluster_id: int, *, now: datetime) -> int:
-    """Requeue the parked workloads of the queues whose batched requeue is due."""
+    """Requeue the parked workloads of the queues whose batched requeue is due.
+
+    The marks are cleared in the transaction that requeues: a requeue that fails leaves
+    them for the next cycle rather than its workloads parked until another release."""
     due = list(ClusterQueue.objects.filter(cluster_id=cluster_id, requeue_due_at__lte=now)
                .values_list("pk", flat=True))
     if not due:
         return 0
     tree = cohort_tree_queue_ids(cluster_id, due)
-    # A release elsewhere in these trees, due later, is covered by this requeue.
-    ClusterQueue.objects.filter(pk__in=tree, requeue_due_at__isnull=False).update(
-        requeue_due_at=None)
-    return _requeue(cluster_id, tree, now=now)
+    with transaction.atomic():
+        # A release elsewhere in these trees, due later, is covered by this requeue.
+        ClusterQueue.objects.filter(pk__in=tree, requeue_due_at__isnull=False).update(
+            requeue_due_at=None)
+        return _requeue(cluster_id, tree, now=now)
 
 
 def cohort_tree_queue_ids(cluster_id: int, cluster_queue_ids: Iterable[int]) -> set[int]:
@@ -1161,7 +1165,6 @@ def _requeue(cluster_id: int, cluster_queue_ids: set[int] | None, *, now: dateti
     if cluster_queue_ids is not None:
         local_queues = local_queues.filter(cluster_queue_id__in=cluster_queue_ids)
         shapes = ParkedShape.objects.filter(cluster_queue_id__in=cluster_queue_ids)
-    shapes.delete()
     parked = Workload.objects.filter(
         local_queue_id__in=list(local_queues.order_by().values_list("pk", flat=True)),
         phase=WorkloadPhase.PENDING, queue_state=QueueState.INADMISSIBLE,
@@ -1169,7 +1172,11 @@ def _requeue(cluster_id: int, cluster_queue_ids: set[int] | None, *, now: dateti
     # Workloads still backing off (Requeued=False) stay parked: the lifecycle reconciler
     # flips them when their back-off ends.
     parked = cond.filter_by_condition(parked, "Requeued", "False", present=False)
-    return parked.update(queue_state=QueueState.ACTIVE, resource_version=F("resource_version") + 1)
+    # Both kinds of parking end together (one write lock on SQLite, not one per statement).
+    with transaction.atomic(savepoint=False):
+        shapes.delete()
+        return parked.update(queue_state=QueueState.ACTIVE,
+                             resource_version=F("resource_version") + 1)
 
 
 def orphaned_workloads(cluster_id: int) -> QuerySet[Workload]:

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import DatabaseError
+from django.db.models import QuerySet
 
 from multicluster.models import Cluster
 from scheduling import admission
@@ -840,6 +842,36 @@ def test_one_requeue_of_the_tree_covers_the_releases_of_its_batch(
     outcome = _cycle(manager.pk, NOW + timedelta(seconds=3))
     assert outcome.admitted == ["ns/waiting"]
     assert set(ClusterQueue.objects.values_list("requeue_due_at", flat=True)) == {None}
+    assert _reload(waiting).phase == WorkloadPhase.ADMITTED
+
+
+def test_a_requeue_that_fails_keeps_its_marks_for_the_next_cycle(
+    manager, make_queue, make_workload, batched_requeue, monkeypatch
+) -> None:
+    make_queue("a", {"cpu": "1"}, cohort="team")
+    make_queue("c", {"cpu": "1"}, cohort="team")
+    on_a = make_workload("on-a", "lq-a", {"cpu": "1"})
+    assert _cycle(manager.pk).admitted == ["ns/on-a"]
+    waiting = make_workload("waiting", "lq-c", {"cpu": "2"})
+    _cycle(manager.pk, NOW + timedelta(seconds=1))
+    _finish(manager.pk, on_a, NOW + timedelta(seconds=2))
+    update = QuerySet.update
+
+    def fail_on_workloads(self: QuerySet, **values: object) -> int:
+        if self.model is Workload and "queue_state" in values:
+            raise DatabaseError("connection lost")
+        return update(self, **values)
+
+    monkeypatch.setattr(QuerySet, "update", fail_on_workloads)
+    with pytest.raises(DatabaseError):
+        admission.requeue_due_queues(manager.pk, now=NOW + timedelta(seconds=3))
+    monkeypatch.undo()
+
+    # Nothing of the requeue stayed: the mark, the parked shape, the parked workload.
+    assert ClusterQueue.objects.get(name="a").requeue_due_at == NOW + timedelta(seconds=3)
+    assert ParkedShape.objects.filter(cluster_queue__name="c").exists()
+    outcome = _cycle(manager.pk, NOW + timedelta(seconds=3))
+    assert outcome.admitted == ["ns/waiting"]
     assert _reload(waiting).phase == WorkloadPhase.ADMITTED
 
 
