@@ -23,6 +23,7 @@ from scheduling import core
 from scheduling.choices import WorkloadPhase
 from scheduling.core.lifecycle import counted_pods
 from scheduling.core.quantities import QuantityError, parse_quantity, quantity_to_int
+from scheduling.core.workloads import WorkloadInfo
 from scheduling.models import (
     ClusterQueue,
     Cohort,
@@ -492,8 +493,14 @@ class RowCache(Generic[_Built]):
         return entry[1][0]
 
 
+def admitted_info(row: Mapping[str, Any]) -> WorkloadInfo:
+    """What the snapshot holds of a workload holding quota (``admitted_workload``): made
+    once per row version, as the snapshot of every cycle needs it."""
+    return WorkloadInfo(admitted_workload(row))
+
+
 # The workloads holding quota of a domain, read by every cycle.
-reserving_cache = RowCache(admitted_workload)
+reserving_cache = RowCache(admitted_info)
 # The heads a cycle loaded (``admission.select_heads``): those it did not get to, and those
 # that stay pending, are read again by the next one, or by a later one once their parked
 # shape is requeued. As many spares as a read may ask for (``admission._CANDIDATES``).

@@ -36,6 +36,7 @@ from scheduling.core import (
     Workload,
     quantity_to_int,
 )
+from scheduling.core.workloads import WorkloadInfo
 
 # A quota is "4" (nominal only) or (nominal, borrowingLimit, lendingLimit) with None gaps.
 QuotaArg = str | int | tuple[str | int | None, ...]
@@ -215,7 +216,7 @@ def snapshot(
     cluster_queues: Iterable[ClusterQueueSpec],
     *,
     cohorts: Iterable[CohortSpec] = (),
-    admitted_workloads: Iterable[Workload] = (),
+    admitted_workloads: Iterable[Workload | WorkloadInfo] = (),
     flavor_names: Iterable[str] | None = None,
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
     generations: Mapping[str, int] | None = None,

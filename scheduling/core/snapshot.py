@@ -288,7 +288,7 @@ class Snapshot:
         flavors: Iterable[ResourceFlavorSpec],
         cohorts: Iterable[CohortSpec],
         cluster_queues: Iterable[ClusterQueueSpec],
-        admitted: Iterable[Workload] = (),
+        admitted: Iterable[Workload | WorkloadInfo] = (),
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         generations: Mapping[str, int] | None = None,
         inactive: Mapping[str, str] | None = None,
@@ -300,7 +300,9 @@ class Snapshot:
         resource generations (bumped by the caller whenever a workload leaves a queue
         or its quota changes). ``inactive`` marks queues the caller knows are inactive
         for other reasons (e.g. a missing admission check), name -> reason.
-        Admitted workloads naming an unknown queue are ignored.
+        Admitted workloads naming an unknown queue are ignored. An admitted workload may
+        come as the ``WorkloadInfo`` of one (read-only, so a caller may keep it from one
+        snapshot to the next instead of deriving it again).
         """
         snap = cls.__new__(cls)
         snap.flavors = {f.name: f for f in flavors}
@@ -355,13 +357,14 @@ class Snapshot:
             else:
                 snap.inactive[name] = reason
 
-        for wl in admitted:
+        for item in admitted:
+            wl = item.workload if isinstance(item, WorkloadInfo) else item
             if wl.admission is None:
                 continue
             holder = snap._all_cqs.get(wl.admission.cluster_queue)
             if holder is None:
                 continue
-            info = WorkloadInfo(wl)
+            info = item if isinstance(item, WorkloadInfo) else WorkloadInfo(wl)
             holder.workloads[info.key] = info
             for fr, value in info.usage.items():
                 holder.usage[fr] = holder.usage.get(fr, 0) + value

@@ -7,6 +7,7 @@ from django.db.models import F
 
 from multicluster.models import AdmissionCheck
 from scheduling import snapshots
+from scheduling.core.workloads import WorkloadInfo
 from scheduling.models import ClusterQueue, Cohort, FlavorQuota, ResourceFlavor
 
 pytestmark = pytest.mark.django_db
@@ -96,6 +97,8 @@ def test_reserving_rows_are_loaded_again_only_when_their_version_changed(
     assert second["a"] is first["a"]
     assert second["b"] is first["b"]
     built = snapshots.reserving_cache.built(manager.pk, second["a"])
+    # What the snapshot holds, made once per version of the row.
+    assert isinstance(built, WorkloadInfo)
     assert snapshots.reserving_cache.built(manager.pk, second["a"]) is built
 
     # A queryset update that bumps the version, as every writer of these columns does.
@@ -107,7 +110,7 @@ def test_reserving_rows_are_loaded_again_only_when_their_version_changed(
     assert third["a"] is first["a"]
     assert third["b"]["reclaimable_pods"] == [{"name": "main", "count": 1}]
     # One of b's two pods is reclaimable: it holds quota for one.
-    assert snapshots.reserving_cache.built(manager.pk, third["b"]).pod_sets[0].count == 1
+    assert snapshots.reserving_cache.built(manager.pk, third["b"]).workload.pod_sets[0].count == 1
 
     Workload.objects.filter(name="a").update(active=False,
                                              resource_version=F("resource_version") + 1)

@@ -274,3 +274,16 @@ def test_release_bumps_the_allocatable_generation() -> None:
     assert released is not None
     assert snap.cluster_queues["a"].allocatable_generation == 1
     assert snap.release_workload("default/x", "a") is None
+
+
+def test_an_admitted_workload_given_as_its_info_is_held_as_given() -> None:
+    kept = WorkloadInfo(admitted("kept", "a", cpu="3"))
+    snap = snapshot([_cq("a", "10"), _cq("b", "10")],
+                    admitted_workloads=[kept, admitted("plain", "b", cpu="2")])
+
+    # The same object, so a caller may keep it from one snapshot to the next; the usage
+    # counts as that of a workload given plainly.
+    assert snap.cluster_queues["a"].workloads["default/kept"] is kept
+    assert snap.cluster_queues["a"].usage[CPU] == 3000
+    assert snap.cluster_queues["b"].usage[CPU] == 2000
+    assert snap.cohorts["co"].usage[CPU] == 5000
