@@ -28,6 +28,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from kueueweb import live
 from kueueweb.live import group_name
 from kueueweb.roles import Role, role_of
 
@@ -54,6 +55,7 @@ class MessageError(ValueError):
 
 class LiveConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
+        live.serve_on(asyncio.get_running_loop())  # notifications go out on this loop
         user = self.scope.get("user")
         if user is None or not user.is_authenticated or await _role(user) == Role.NONE:
             await self.close(code=4401)

@@ -22,3 +22,8 @@ class Cooldown:
     def trip(self) -> None:
         with self._lock:
             self._until = time.monotonic() + self.seconds
+
+    def reset(self) -> None:
+        """Over now: the dependency is known to be back."""
+        with self._lock:
+            self._until = 0.0

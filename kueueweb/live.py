@@ -4,17 +4,25 @@ that something in it changed; pages then re-fetch the parts they show.
 One Channels group per domain (``domain.<cluster id>``). A notification carries no data, so
 nothing leaks to a socket that could not read it and a missed one costs nothing but a
 delay; the consumer coalesces bursts (``kueueweb.consumers.LiveConsumer``).
+
+The committing thread does not send: it hands the domains over to the process's sender
+(``_Sender``) and goes on. The sender throttles them per domain and sends on one event loop
+for the life of the process, so the channel layer keeps its connections (channels_redis
+pools them per loop) instead of opening one, in a new thread and loop, for every send. In
+a process that serves the sockets, that loop is the server's own (the consumer names it,
+``serve_on``): the in-memory layer of embedded mode hands messages to the sockets' queues,
+which only that loop may touch. Elsewhere (a Celery worker, a management command) it is a
+loop in a daemon thread of the sender's, drained when the process exits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import os
 import threading
-import time
-from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
@@ -22,74 +30,147 @@ from kueueweb.cooldown import Cooldown
 
 logger = logging.getLogger(__name__)
 
-# A notification is worth little: it is not worth stalling the request that committed.
+# A notification is worth little: a send that takes longer is given up.
 SEND_TIMEOUT_SECONDS = 2.0
-# After a failure (Redis down), this process sends none for a while rather than paying the
-# timeout again on every write; browsers catch up when their socket reconnects.
+# After a failure (Redis down), this process sends none for a while rather than piling up
+# sends that time out; browsers catch up when their socket reconnects.
 LAYER_DOWN_BACKOFF_SECONDS = 5.0
 _layer_down = Cooldown(LAYER_DOWN_BACKOFF_SECONDS)
+# Per process and domain, at most one send per THROTTLE_SECONDS: the first change goes out at
+# once, later ones in the window become one send at its end. A burst of thousands of commits
+# a second then costs the channel layer (and every socket) a few messages, not thousands.
+THROTTLE_SECONDS = 0.1
 
 
 def group_name(cluster_id: int) -> str:
     return f"domain.{int(cluster_id)}"
 
 
-async def _group_send(layer: Any, cluster_ids: list[int]) -> None:
-    for cluster_id in cluster_ids:
-        await asyncio.wait_for(
-            layer.group_send(group_name(cluster_id),
-                             {"type": "domain.changed", "cluster": cluster_id}),
-            timeout=SEND_TIMEOUT_SECONDS,
-        )
-
-
-def _send(cluster_ids: set[int]) -> None:
+async def _group_send(cluster_ids: list[int]) -> None:
     layer = get_channel_layer()
     if layer is None or _layer_down.active:
         return
     try:
-        async_to_sync(_group_send)(layer, sorted(cluster_ids))
-    except Exception as error:  # a broken channel layer must not break the committed write
+        for cluster_id in cluster_ids:
+            await asyncio.wait_for(
+                layer.group_send(group_name(cluster_id),
+                                 {"type": "domain.changed", "cluster": cluster_id}),
+                timeout=SEND_TIMEOUT_SECONDS,
+            )
+    except Exception as error:  # a broken channel layer must not break the sender
         _layer_down.trip()
-        logger.warning("live update for domains %s not sent (%s: %s)", sorted(cluster_ids),
+        logger.warning("live update for domains %s not sent (%s: %s)", cluster_ids,
                        type(error).__name__, error)
 
 
-# Per process and domain, at most one send per THROTTLE_SECONDS: the first change goes out at
-# once, later ones in the window become one send at its end. A burst of thousands of commits
-# a second then costs the channel layer (and every socket) a few messages, not thousands.
-THROTTLE_SECONDS = 0.1
-_throttle_lock = threading.Lock()
-_last_sent: dict[int, float] = {}
-_trailing: set[int] = set()
+class _Sender:
+    """The process's notification sender (one, ``_sender``).
+
+    ``changed`` may be called from any thread; everything else runs on the sending loop.
+    The throttle's state is shared by the loops the process may send on (its own until a
+    socket is served, the server's after), so it has a lock.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        """Start afresh: also in a forked child, whose copy of the state names the parent's
+        loops, timers and tasks (and whose lock another thread may have held at the fork)."""
+        self._lock = threading.Lock()
+        self._server: asyncio.AbstractEventLoop | None = None
+        self._own: asyncio.AbstractEventLoop | None = None
+        self._last_sent: dict[int, float] = {}
+        self._trailing: dict[int, asyncio.TimerHandle] = {}
+        self._sending: set[asyncio.Task[None]] = set()
+
+    def serve_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Send on ``loop`` from now on: the loop of the server whose sockets are notified."""
+        self._server = loop
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop to send on: the server's while it runs, else the sender's own (started
+        on first use)."""
+        server = self._server
+        if server is not None and server.is_running():
+            return server
+        with self._lock:
+            if self._own is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="kueueweb-live",
+                                 daemon=True).start()
+                self._own = loop
+            return self._own
+
+    def changed(self, cluster_ids: set[int]) -> None:
+        """``cluster_ids`` changed (committed): send, now or at the end of the window."""
+        loop = self.loop()
+        try:
+            loop.call_soon_threadsafe(self._throttle, loop, cluster_ids)
+        except RuntimeError:  # the loop is closed: the process is going away
+            logger.debug("live update for domains %s not sent: no loop", sorted(cluster_ids))
+
+    def _throttle(self, loop: asyncio.AbstractEventLoop, cluster_ids: set[int]) -> None:
+        now = loop.time()
+        due: list[int] = []
+        with self._lock:
+            for cluster_id in sorted(cluster_ids):
+                if cluster_id in self._trailing:
+                    continue  # already due at the end of the window
+                wait = self._last_sent.get(cluster_id, -THROTTLE_SECONDS) + THROTTLE_SECONDS - now
+                if wait <= 0:
+                    self._last_sent[cluster_id] = now
+                    due.append(cluster_id)
+                else:
+                    self._trailing[cluster_id] = loop.call_later(wait, self._send_trailing,
+                                                                 loop, cluster_id)
+        if due:
+            self._start(loop, due)
+
+    def _send_trailing(self, loop: asyncio.AbstractEventLoop, cluster_id: int) -> None:
+        with self._lock:
+            self._trailing.pop(cluster_id, None)
+            self._last_sent[cluster_id] = loop.time()
+        self._start(loop, [cluster_id])
+
+    def _start(self, loop: asyncio.AbstractEventLoop, cluster_ids: list[int]) -> None:
+        task = loop.create_task(_group_send(cluster_ids))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            trailing, self._trailing = self._trailing, {}
+        for handle in trailing.values():
+            handle.cancel()
+        if trailing:
+            self._start(loop, sorted(trailing))
+        await asyncio.gather(*self._sending, return_exceptions=True)
+
+    def drain(self) -> None:
+        """Send what is due at the end of its window now, and wait for the sends under way
+        (bounded): at exit, so that a process that exits right after a commit (a command, a
+        worker shutting down) still tells the browsers. The server's loop is left alone: it
+        stops with the server."""
+        loop = self._own
+        if loop is None or not loop.is_running():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._drain(), loop).result(
+                timeout=SEND_TIMEOUT_SECONDS + 1)
+        except Exception as error:  # exiting anyway
+            logger.debug("live updates not drained at exit (%s)", type(error).__name__)
 
 
-def _send_throttled(cluster_ids: set[int]) -> None:
-    now = time.monotonic()
-    due: set[int] = set()
-    with _throttle_lock:
-        for cluster_id in cluster_ids:
-            if cluster_id in _trailing:
-                continue  # already due at the end of the window
-            wait = _last_sent.get(cluster_id, -THROTTLE_SECONDS) + THROTTLE_SECONDS - now
-            if wait <= 0:
-                _last_sent[cluster_id] = now
-                due.add(cluster_id)
-                continue
-            _trailing.add(cluster_id)
-            # Not a daemon: a process that exits right after a burst still sends its last one.
-            timer = threading.Timer(wait, _send_trailing, args=(cluster_id,))
-            timer.daemon = False
-            timer.start()
-    if due:
-        _send(due)
+_sender = _Sender()
+atexit.register(_sender.drain)
+os.register_at_fork(after_in_child=_sender._reset)  # Celery's prefork pool
 
 
-def _send_trailing(cluster_id: int) -> None:
-    with _throttle_lock:
-        _trailing.discard(cluster_id)
-        _last_sent[cluster_id] = time.monotonic()
-    _send({cluster_id})
+def serve_on(loop: asyncio.AbstractEventLoop) -> None:
+    """Called by the live-update consumer from the server's loop (see the module's doc)."""
+    _sender.serve_on(loop)
 
 
 def notify(cluster_id: int | None) -> None:
@@ -100,4 +181,4 @@ def notify(cluster_id: int | None) -> None:
     if cluster_id is None:
         return
     ids = {int(cluster_id)}
-    transaction.on_commit(lambda: _send_throttled(ids))
+    transaction.on_commit(lambda: _sender.changed(ids))
