@@ -1,7 +1,7 @@
 // The scale control of a job (templates/scheduling/_scale_control.html).
 //
 // Its region is re-rendered by live refreshes (static/js/live.js) while the user may be
-// typing: a value the user changed is carried over to the new input, and the confirmation
+// typing: a field the user changed is kept through them, and the confirmation
 // (static/js/confirm.js, <form data-confirm>) names the value being submitted.
 (function () {
   "use strict";
@@ -21,24 +21,41 @@
     updateConfirm(input);
   });
 
+  // A refresh re-renders the control's region. While the user edits the field, the field
+  // itself is kept (hx-preserve, which htmx moves into the new region with moveBefore where
+  // the browser has it): its value, focus and caret stay as they were, and it takes the new
+  // rendering's attributes. A field the new rendering disables is replaced (the job can no
+  // longer be scaled).
   document.addEventListener("htmx:beforeSwap", function (event) {
-    const target = event.detail && event.detail.target;
+    const detail = event.detail;
     const input = document.getElementById(INPUT);
-    if (!input || !target || !target.contains(input)) return;
-    kept = input.dataset.edited === "true" && !input.disabled
-      ? { value: input.value, focused: document.activeElement === input } : null;
+    if (!input || !detail || !detail.target || !detail.target.contains(input)) return;
+    if (input.dataset.edited !== "true" || input.disabled) return;
+    if (typeof detail.serverResponse !== "string") return;
+    const rendered = document.createElement("template");
+    rendered.innerHTML = detail.serverResponse;
+    const incoming = rendered.content.getElementById(INPUT);
+    if (!incoming || incoming.disabled) return;
+    Array.from(input.attributes).forEach(function (attr) {
+      if (!incoming.hasAttribute(attr.name)) input.removeAttribute(attr.name);
+    });
+    Array.from(incoming.attributes).forEach(function (attr) {
+      if (attr.name !== "value") input.setAttribute(attr.name, attr.value);
+    });
+    input.dataset.edited = "true";
+    incoming.setAttribute("hx-preserve", "true");
+    detail.serverResponse = rendered.innerHTML;
+    kept = document.activeElement === input;
   });
 
   document.addEventListener("htmx:afterSwap", function () {
-    const state = kept;
+    const focused = kept;
     kept = null;
     const input = document.getElementById(INPUT);
     if (!input || input.disabled) return; // gone, or the job can no longer be scaled
-    if (state) {
-      input.value = state.value;
-      input.dataset.edited = "true";
-      if (state.focused && document.activeElement !== input) input.focus();
-    }
+    // Without moveBefore the kept field was taken out of the page and put back: focus it
+    // again (a scripted focus puts the caret back where it was).
+    if (focused && document.activeElement !== input) input.focus();
     updateConfirm(input);
   });
 

@@ -75,6 +75,14 @@ def scale(page: Any, pods: int) -> None:
     page.click("#confirm-yes")
 
 
+def refresh_controls(page: Any, settings: Any, manager: Cluster) -> None:
+    """A change committed by another process; returns once the page's live refresh has
+    re-rendered the controls region."""
+    page.evaluate("document.getElementById('job-controls').dataset.old = 'yes'")
+    run_elsewhere(settings, f"from kueueweb import live\nlive.notify({manager.pk})\n")
+    page.wait_for_function("!document.getElementById('job-controls').dataset.old")
+
+
 def test_operator_scales_an_elastic_job_up_and_down_and_sees_it_live(
     browser_page: Callable[..., Any], elastic_job: Job, operator: Any, manager: Cluster,
     settings: Any,
@@ -133,18 +141,37 @@ def test_a_refused_value_is_shown_next_to_the_control_and_stays_through_live_upd
 
     # A live refresh of the controls keeps the errors on screen.
     wait_live(page)
-    page.evaluate("document.body.dataset.refreshed = ''; document.addEventListener("
-                  "'live:refreshed', () => { document.body.dataset.refreshed = 'yes'; })")
-    run_elsewhere(settings, f"from kueueweb import live\nlive.notify({manager.pk})\n")
-    page.wait_for_function("document.body.dataset.refreshed === 'yes'")
-    page.wait_for_timeout(300)  # let the swaps settle
+    refresh_controls(page, settings, manager)
     assert "spec.parallelism" in page.locator("#scale-errors").inner_text()
     # ... and the value being corrected: what the user typed is not replaced by the refresh.
     assert page.locator("#scale-parallelism").input_value() == "-1"
     page.fill("#scale-parallelism", "4")
-    page.evaluate("document.body.dataset.refreshed = ''")
-    run_elsewhere(settings, f"from kueueweb import live\nlive.notify({manager.pk})\n")
-    page.wait_for_function("document.body.dataset.refreshed === 'yes'")
-    page.wait_for_timeout(300)
+    refresh_controls(page, settings, manager)
     assert page.locator("#scale-parallelism").input_value() == "4"
     assert Job.objects.get(pk=elastic_job.pk).manifest["spec"]["parallelism"] == 3
+
+
+def test_a_live_refresh_while_typing_keeps_the_caret_and_the_focus(
+    browser_page: Callable[..., Any], elastic_job: Job, operator: Any, manager: Cluster,
+    settings: Any,
+) -> None:
+    page = browser_page(operator)
+    page.goto(job_url(elastic_job))
+    wait_live(page)
+    field = page.locator("#scale-parallelism")
+    field.click()
+    page.keyboard.press("ControlOrMeta+a")
+    page.keyboard.type("12")
+    page.keyboard.press("ArrowLeft")  # the caret now sits between "1" and "2"
+    assert field.input_value() == "12"
+
+    # A change elsewhere re-renders the whole controls region while the user types.
+    refresh_controls(page, settings, manager)
+
+    # Typing goes on where it was: in the field, at the caret.
+    assert page.evaluate("document.activeElement.id") == "scale-parallelism"
+    page.keyboard.type("5")
+    assert field.input_value() == "152"
+    page.click("#control-scale")
+    page.wait_for_selector("#confirm-dialog[open]")
+    assert "to 152?" in page.locator("#confirm-message").inner_text()
