@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -21,6 +26,7 @@ from scheduling.models import (
     Workload,
     WorkloadPriorityClass,
 )
+from tests.fixtures.processes import ROOT, free_port, wait_port
 
 
 def run(*args: str) -> str:
@@ -211,3 +217,87 @@ def test_demo_run_again_adds_nothing(manager: Cluster) -> None:
     after_first = _counts()
     run("demo")
     assert _counts() == after_first
+
+
+# --- serve (embedded mode) ---------------------------------------------------------------
+
+SERVE_SETUP = """
+import django; django.setup()
+from importlib import import_module
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import User
+from multicluster.models import Cluster
+from scheduling.apply import apply_manifests
+api = "kueue.x-k8s.io/v1beta2"
+apply_manifests([
+    {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": "default"}},
+    {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {
+        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+            {"name": "default", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}},
+    {"apiVersion": api, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": "ns"},
+     "spec": {"clusterQueue": "cq"}},
+])
+user = User.objects.create_superuser("admin", password="not-used-here-1")
+store = import_module(settings.SESSION_ENGINE).SessionStore()
+store[SESSION_KEY] = str(user.pk)
+store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+store.create()
+print(Cluster.objects.get(name="manager").pk, store.session_key)
+"""
+
+SERVE_SUBMIT = """
+import django; django.setup()
+from scheduling import services
+from tests.fixtures.scheduling import job_manifest
+services.submit_job(job_manifest("late", "lq", cpu="1"), namespace="ns")
+"""
+
+
+@pytest.mark.slow
+def test_serve_in_embedded_mode_tells_a_socket_what_its_reconcilers_commit(
+    tmp_path: Path,
+) -> None:
+    """``make run``'s server: SQLite, the in-memory channel layer, the reconcilers in a
+    thread of the process. A job submitted by another process is admitted by that thread's
+    periodic pass, and the browser's socket hears of it."""
+    from websockets.sync.client import connect
+
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+               DJANGO_SETTINGS_MODULE="kueueweb.settings", DEBUG="true",
+               KUEUEWEB_RECONCILE_INTERVAL_SECONDS="0.5", PYTHONUNBUFFERED="1")
+
+    def python(*args: str) -> str:
+        done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-4000:]
+        return done.stdout
+
+    python("manage.py", "migrate", "--noinput", "-v", "0")
+    cluster_id, session = python("-c", SERVE_SETUP).split()
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)],
+                                  cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    try:
+        wait_port(port, server, timeout=30, what="serve", log=log)
+        with connect(f"ws://127.0.0.1:{port}/ws/live/", open_timeout=10,
+                     additional_headers={"Cookie": f"sessionid={session}",
+                                         "Origin": f"http://127.0.0.1:{port}"}) as socket:
+            socket.send(json.dumps({"subscribe": [int(cluster_id)]}))
+            assert json.loads(socket.recv(timeout=10))["type"] == "subscribed"
+            python("-c", SERVE_SUBMIT)
+            assert json.loads(socket.recv(timeout=10)) == {"type": "changed",
+                                                           "cluster": int(cluster_id)}
+        admitted = python("-c", "import django; django.setup()\n"
+                                "from scheduling.models import Workload\n"
+                                "print(Workload.objects.get(name__startswith='job-late').phase)")
+        assert admitted.strip() in ("QuotaReserved", "Admitted")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
