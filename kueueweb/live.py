@@ -22,6 +22,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 
 from channels.layers import get_channel_layer
 from django.db import transaction
@@ -66,9 +67,9 @@ async def _group_send(cluster_ids: list[int]) -> None:
 class _Sender:
     """The process's notification sender (one, ``_sender``).
 
-    ``changed`` may be called from any thread; everything else runs on the sending loop.
-    The throttle's state is shared by the loops the process may send on (its own until a
-    socket is served, the server's after), so it has a lock.
+    ``changed`` is called from the committing threads. It decides there, under a lock, what
+    the throttle lets through, so that a commit inside a window costs a dictionary lookup:
+    the loop is woken only to send, or to set the window's trailing send.
     """
 
     def __init__(self) -> None:
@@ -81,7 +82,8 @@ class _Sender:
         self._server: asyncio.AbstractEventLoop | None = None
         self._own: asyncio.AbstractEventLoop | None = None
         self._last_sent: dict[int, float] = {}
-        self._trailing: dict[int, asyncio.TimerHandle] = {}
+        self._trailing: set[int] = set()  # due at the end of their window
+        self._timers: dict[int, asyncio.TimerHandle] = {}  # the loop's, for those
         self._sending: set[asyncio.Task[None]] = set()
 
     def serve_on(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -103,16 +105,10 @@ class _Sender:
             return self._own
 
     def changed(self, cluster_ids: set[int]) -> None:
-        """``cluster_ids`` changed (committed): send, now or at the end of the window."""
-        loop = self.loop()
-        try:
-            loop.call_soon_threadsafe(self._throttle, loop, cluster_ids)
-        except RuntimeError:  # the loop is closed: the process is going away
-            logger.debug("live update for domains %s not sent: no loop", sorted(cluster_ids))
-
-    def _throttle(self, loop: asyncio.AbstractEventLoop, cluster_ids: set[int]) -> None:
-        now = loop.time()
+        """``cluster_ids`` changed (committed): send now, or at the end of the window."""
+        now = time.monotonic()
         due: list[int] = []
+        later: list[tuple[int, float]] = []
         with self._lock:
             for cluster_id in sorted(cluster_ids):
                 if cluster_id in self._trailing:
@@ -122,15 +118,29 @@ class _Sender:
                     self._last_sent[cluster_id] = now
                     due.append(cluster_id)
                 else:
-                    self._trailing[cluster_id] = loop.call_later(wait, self._send_trailing,
-                                                                 loop, cluster_id)
-        if due:
-            self._start(loop, due)
+                    self._trailing.add(cluster_id)
+                    later.append((cluster_id, wait))
+        if not due and not later:
+            return
+        loop = self.loop()
+        try:
+            if due:
+                loop.call_soon_threadsafe(self._start, loop, due)
+            for cluster_id, wait in later:
+                loop.call_soon_threadsafe(self._set_timer, loop, cluster_id, wait)
+        except RuntimeError:  # the loop is closed: the process is going away
+            with self._lock:
+                self._trailing.difference_update(cluster_id for cluster_id, _ in later)
+            logger.debug("live update for domains %s not sent: no loop", sorted(cluster_ids))
+
+    def _set_timer(self, loop: asyncio.AbstractEventLoop, cluster_id: int, wait: float) -> None:
+        self._timers[cluster_id] = loop.call_later(wait, self._send_trailing, loop, cluster_id)
 
     def _send_trailing(self, loop: asyncio.AbstractEventLoop, cluster_id: int) -> None:
+        self._timers.pop(cluster_id, None)
         with self._lock:
-            self._trailing.pop(cluster_id, None)
-            self._last_sent[cluster_id] = loop.time()
+            self._trailing.discard(cluster_id)
+            self._last_sent[cluster_id] = time.monotonic()
         self._start(loop, [cluster_id])
 
     def _start(self, loop: asyncio.AbstractEventLoop, cluster_ids: list[int]) -> None:
@@ -140,12 +150,9 @@ class _Sender:
 
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()
-        with self._lock:
-            trailing, self._trailing = self._trailing, {}
-        for handle in trailing.values():
-            handle.cancel()
-        if trailing:
-            self._start(loop, sorted(trailing))
+        for cluster_id, timer in list(self._timers.items()):
+            timer.cancel()
+            self._send_trailing(loop, cluster_id)
         await asyncio.gather(*self._sending, return_exceptions=True)
 
     def drain(self) -> None:
