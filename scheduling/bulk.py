@@ -3,12 +3,13 @@
 The admission cycle, the lifecycle and the workload generator of the benchmark write
 thousands of rows a second. Through the ORM each row costs a query build (``update()``) or,
 for ``bulk_create``, a preparation of every field of every object; profiles of
-``bench scheduler`` showed those costs, not the database, bounding throughput. These two
+``bench scheduler`` showed those costs, not the database, bounding throughput. These
 helpers keep the ORM's field conversions (``get_db_prep_save``) but build one statement
 per batch:
 
 * ``insert`` writes new objects with one ``INSERT ... RETURNING id`` per batch and sets
-  their primary keys, as ``bulk_create`` does;
+  their primary keys, as ``bulk_create`` does; ``insert_rows`` writes plain rows (no
+  instances, no keys returned) for what is written and never read back in the call;
 * ``update_versioned`` is Kubernetes' optimistic write for many objects at once: each row is
   written only if it is still at the ``resource_version`` read (and matches ``where``), its
   version is bumped, and the ids actually written come back (``UPDATE ... FROM (VALUES ...)
@@ -132,6 +133,46 @@ def insert(model: type[_M], objs: Sequence[_M], *, batch_size: int = BATCH_SIZE)
                 obj._state.adding = False
                 obj._state.db = connection.alias
     return list(objs)
+
+
+def insert_rows(model: type[db_models.Model], rows: Sequence[Mapping[str, Any]], *,
+                batch_size: int = BATCH_SIZE) -> None:
+    """INSERT ``rows``, each a mapping of field name (``attname``: ``cluster_id``) to value,
+    without making model instances: for rows that are written and not read back, such as
+    the events of an admission cycle, hundreds per call. A field a row leaves out takes
+    its default; a field filled in by ``save()`` (``auto_now``) must be given. Values are
+    converted as ``insert`` converts them, a time once per batch."""
+    meta = model._meta
+    fields = [f for f in meta.concrete_fields if not f.primary_key and not f.generated]
+    for field in fields:
+        if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            missing = [i for i, row in enumerate(rows) if field.attname not in row]
+            if missing:
+                raise ValueError(f"rows[{missing[0]}]: {field.attname} must be given")
+    converters = _converters(fields)
+    # Each batch shares a few times (the cycle's "now"): convert each once.
+    memos: list[dict[Any, Any] | None] = [
+        {} if isinstance(field, db_models.DateTimeField) else None for field in fields]
+    defaults = [field.get_default() for field in fields]
+    names = [field.attname for field in fields]
+    table = connection.ops.quote_name(meta.db_table)
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+
+    def value(index: int, row: Mapping[str, Any]) -> Any:
+        raw = row.get(names[index], defaults[index])
+        memo = memos[index]
+        if memo is None:
+            return converters[index](raw)
+        if raw not in memo:
+            memo[raw] = converters[index](raw)
+        return memo[raw]
+
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), batch_size):
+            source, params = _rows(fields, [
+                [value(index, row) for index in range(len(fields))]
+                for row in rows[start:start + batch_size]])
+            cursor.execute(f"INSERT INTO {table} ({columns}) {source}", params)
 
 
 class VersionedChange(NamedTuple):

@@ -77,6 +77,39 @@ def test_insert_events(manager) -> None:
         "reason", flat=True)) == ["R0", "R1"]
 
 
+def test_insert_rows_writes_what_insert_writes_without_instances(manager) -> None:
+    """Rows across batches, a time shared by the batch and one of its own, a default (the
+    event type), a null foreign key: stored as ``insert`` stores the same Events."""
+    wl = Workload.objects.create(cluster=manager, namespace="ns", name="w", pod_sets=[])
+    shared = datetime(2026, 3, 1, 12, 30, 15, 250000, tzinfo=UTC)
+    own = datetime(2026, 3, 1, 14, 0, tzinfo=dt_timezone(timedelta(hours=2)))
+    values = [{"cluster_id": manager.pk, "workload_id": wl.pk if i % 2 else None,
+               "object_kind": "Workload", "object_namespace": "ns", "object_name": f"w{i}",
+               "reason": f"R{i}", "message": f'm "{i}", {{}}',
+               "created_at": own if i == 3 else shared} for i in range(5)]
+    with transaction.atomic():
+        bulk.insert_rows(Event, values, batch_size=2)
+        bulk.insert(Event, [Event(**{**row, "reason": row["reason"] + "-orm"})
+                            for row in values])
+
+    fields = ("workload_id", "object_name", "message", "type", "created_at")
+    by_rows = list(Event.objects.filter(cluster=manager, reason__in=[
+        f"R{i}" for i in range(5)]).order_by("id").values_list(*fields))
+    by_orm = list(Event.objects.filter(cluster=manager, reason__endswith="-orm")
+                  .order_by("id").values_list(*fields))
+    assert by_rows == by_orm
+    assert [row[-1] for row in by_rows] == [shared, shared, shared, own, shared]
+    assert {row[3] for row in by_rows} == {"Normal"}  # the field's default
+
+
+def test_insert_rows_refuses_a_row_without_a_field_save_would_fill(manager) -> None:
+    rows = [{"cluster_id": manager.pk, "namespace": "ns", "name": "w", "pod_sets": [],
+             "created_at": datetime(2026, 3, 1, tzinfo=UTC)}]
+    with pytest.raises(ValueError, match=r"rows\[0\]: updated_at must be given"):
+        bulk.insert_rows(Workload, rows)
+    assert not Workload.objects.filter(name="w").exists()
+
+
 AWKWARD = [
     {"msg": 'quotes " and \\ backslash, {braces}, commas, and NULL', "n": [1, [2, {}]]},
     [],
