@@ -104,12 +104,18 @@ def workload_event(
     kind: str = "Workload",
 ) -> Event:
     """An Event in the workload's history (``kind="Job"`` for what happens to its job)."""
-    return Event(
-        cluster_id=domain_of(wl), workload_id=wl.pk, object_kind=kind,
-        object_namespace=wl.namespace,
-        object_name=wl.job.name if kind == "Job" and wl.job is not None else wl.name,
-        type=type_, reason=reason, message=message, created_at=now,
-    )
+    return Event(**workload_event_row(wl, reason, message, now=now, type_=type_, kind=kind))
+
+
+def workload_event_row(
+    wl: Workload, reason: str, message: str, *, now: datetime, type_: str = EventType.NORMAL,
+    kind: str = "Workload",
+) -> dict[str, Any]:
+    """``workload_event`` as a row for ``bulk.insert_rows``, for paths that write hundreds."""
+    return {"cluster_id": domain_of(wl), "workload_id": wl.pk, "object_kind": kind,
+            "object_namespace": wl.namespace,
+            "object_name": wl.job.name if kind == "Job" and wl.job is not None else wl.name,
+            "type": type_, "reason": reason, "message": message, "created_at": now}
 
 
 def domain_of(wl: Workload) -> int:
@@ -522,13 +528,20 @@ def _finished_values(wl: Workload, reason: str, message: str, *, now: datetime) 
                                              now=now)}
 
 
+def _finished_event(wl: Workload, reason: str, message: str, *, now: datetime,
+                    ) -> dict[str, Any]:
+    return workload_event_row(wl, "Finished", message or reason, now=now,
+                              type_=EventType.NORMAL if reason == "Succeeded"
+                              else EventType.WARNING)
+
+
 def _after_finish(wl: Workload, was: _Finishing, reason: str, message: str, *, now: datetime,
-                  events: list[Event], siblings: bool, freed: set[int] | None) -> None:
-    """The event, the metrics, the quota release and the job's other workloads, once the
-    workload is written finished."""
-    events.append(workload_event(wl, "Finished", message or reason, now=now,
-                                 type_=EventType.NORMAL if reason == "Succeeded"
-                                 else EventType.WARNING))
+                  events: list[Event], siblings: bool, freed: set[int] | None,
+                  event: bool = True) -> None:
+    """The event (unless the caller writes it: ``event``), the metrics, the quota release
+    and the job's other workloads, once the workload is written finished."""
+    if event:
+        events.append(Event(**_finished_event(wl, reason, message, now=now)))
     executed = wl.accumulated_past_execution_time_seconds + (
         core.admitted_seconds(_epoch(was.since), _epoch(now)) if was.since else 0)
     metrics.finished(_cluster_queue_name(wl), wl.priority_class_name, float(executed),
@@ -568,7 +581,8 @@ def finish_workloads(
     alone as one that changed before. On SQLite a transaction holds the database's only
     write lock from its start, and the admission cycle waited for these reads."""
     done: list[int] = []
-    events: list[Event] = []
+    finished: list[dict[str, Any]] = []  # their Finished events, as rows
+    events: list[Event] = []  # those of their jobs' other workloads
     freed: set[int] = set()
     workloads = [wl for wl in Workload.objects.filter(cluster_id=cluster_id,
                                                       pk__in=list(versions))
@@ -585,9 +599,11 @@ def finish_workloads(
             for name, value in changes[wl.pk].items():
                 setattr(wl, name, value)
             wl.resource_version += 1
+            finished.append(_finished_event(wl, reason, message, now=now))
             _after_finish(wl, was, reason, message, now=now, events=events, siblings=True,
-                          freed=freed)
+                          freed=freed, event=False)
             done.append(wl.pk)
+        bulk.insert_rows(Event, finished)
         bulk.insert(Event, events)
         if freed:
             admission.on_quota_released(cluster_id, freed, now=now)
