@@ -141,7 +141,7 @@ def insert_rows(model: type[db_models.Model], rows: Sequence[Mapping[str, Any]],
     without making model instances: for rows that are written and not read back, such as
     the events of an admission cycle, hundreds per call. A field a row leaves out takes
     its default; a field filled in by ``save()`` (``auto_now``) must be given. Values are
-    converted as ``insert`` converts them, a time once per batch."""
+    converted as ``insert`` converts them, each time once per call."""
     meta = model._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key and not f.generated]
     for field in fields:
@@ -149,29 +149,32 @@ def insert_rows(model: type[db_models.Model], rows: Sequence[Mapping[str, Any]],
             missing = [i for i, row in enumerate(rows) if field.attname not in row]
             if missing:
                 raise ValueError(f"rows[{missing[0]}]: {field.attname} must be given")
-    converters = _converters(fields)
-    # Each batch shares a few times (the cycle's "now"): convert each once.
-    memos: list[dict[Any, Any] | None] = [
-        {} if isinstance(field, db_models.DateTimeField) else None for field in fields]
-    defaults = [field.get_default() for field in fields]
-    names = [field.attname for field in fields]
+    # Per field: its name, its default, and its conversion (None: the value as it is),
+    # with a memo for times: a batch shares a few (the cycle's "now"), converted once.
+    plan: list[tuple[str, Any, Callable[[Any], Any] | None, dict[Any, Any] | None]] = [
+        (field.attname, field.get_default(), None if convert is _as_is else convert,
+         {} if isinstance(field, db_models.DateTimeField) else None)
+        for field, convert in zip(fields, _converters(fields), strict=True)]
+
+    def values(row: Mapping[str, Any]) -> list[Any]:
+        out: list[Any] = []
+        for name, default, convert, memo in plan:
+            value = row.get(name, default)
+            if convert is not None:
+                if memo is None:
+                    value = convert(value)
+                elif value in memo:
+                    value = memo[value]
+                else:
+                    value = memo[value] = convert(value)
+            out.append(value)
+        return out
+
     table = connection.ops.quote_name(meta.db_table)
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-
-    def value(index: int, row: Mapping[str, Any]) -> Any:
-        raw = row.get(names[index], defaults[index])
-        memo = memos[index]
-        if memo is None:
-            return converters[index](raw)
-        if raw not in memo:
-            memo[raw] = converters[index](raw)
-        return memo[raw]
-
     with connection.cursor() as cursor:
         for start in range(0, len(rows), batch_size):
-            source, params = _rows(fields, [
-                [value(index, row) for index in range(len(fields))]
-                for row in rows[start:start + batch_size]])
+            source, params = _rows(fields, [values(row) for row in rows[start:start + batch_size]])
             cursor.execute(f"INSERT INTO {table} ({columns}) {source}", params)
 
 
