@@ -41,6 +41,9 @@ _layer_down = Cooldown(LAYER_DOWN_BACKOFF_SECONDS)
 # once, later ones in the window become one send at its end. A burst of thousands of commits
 # a second then costs the channel layer (and every socket) a few messages, not thousands.
 THROTTLE_SECONDS = 0.1
+# A trailing send this late has lost its loop (a server that stopped, a test's loop that
+# ended): the window is over and the next change is sent as a first one.
+STALE_TRAILING_SECONDS = 1.0
 
 
 def group_name(cluster_id: int) -> str:
@@ -82,7 +85,7 @@ class _Sender:
         self._server: asyncio.AbstractEventLoop | None = None
         self._own: asyncio.AbstractEventLoop | None = None
         self._last_sent: dict[int, float] = {}
-        self._trailing: set[int] = set()  # due at the end of their window
+        self._trailing: dict[int, float] = {}  # due at the end of their window: when
         self._timers: dict[int, asyncio.TimerHandle] = {}  # the loop's, for those
         self._sending: set[asyncio.Task[None]] = set()
 
@@ -111,14 +114,16 @@ class _Sender:
         later: list[tuple[int, float]] = []
         with self._lock:
             for cluster_id in sorted(cluster_ids):
-                if cluster_id in self._trailing:
+                trailing = self._trailing.get(cluster_id)
+                if trailing is not None and now < trailing + STALE_TRAILING_SECONDS:
                     continue  # already due at the end of the window
                 wait = self._last_sent.get(cluster_id, -THROTTLE_SECONDS) + THROTTLE_SECONDS - now
                 if wait <= 0:
+                    self._trailing.pop(cluster_id, None)
                     self._last_sent[cluster_id] = now
                     due.append(cluster_id)
                 else:
-                    self._trailing.add(cluster_id)
+                    self._trailing[cluster_id] = now + wait
                     later.append((cluster_id, wait))
         if not due and not later:
             return
@@ -130,7 +135,8 @@ class _Sender:
                 loop.call_soon_threadsafe(self._set_timer, loop, cluster_id, wait)
         except RuntimeError:  # the loop is closed: the process is going away
             with self._lock:
-                self._trailing.difference_update(cluster_id for cluster_id, _ in later)
+                for cluster_id, _ in later:
+                    self._trailing.pop(cluster_id, None)
             logger.debug("live update for domains %s not sent: no loop", sorted(cluster_ids))
 
     def _set_timer(self, loop: asyncio.AbstractEventLoop, cluster_id: int, wait: float) -> None:
@@ -139,7 +145,7 @@ class _Sender:
     def _send_trailing(self, loop: asyncio.AbstractEventLoop, cluster_id: int) -> None:
         self._timers.pop(cluster_id, None)
         with self._lock:
-            self._trailing.discard(cluster_id)
+            self._trailing.pop(cluster_id, None)
             self._last_sent[cluster_id] = time.monotonic()
         self._start(loop, [cluster_id])
 

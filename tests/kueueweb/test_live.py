@@ -92,6 +92,25 @@ def test_a_burst_of_commits_is_one_send_now_and_one_at_the_end_of_the_window() -
     assert times[-1] >= started + burst  # the last change of the burst is told
 
 
+def test_a_trailing_send_whose_loop_ended_does_not_silence_the_domain() -> None:
+    """A server (or a test's loop) that stops inside a window takes the window's trailing
+    send with it; the domain's next change is sent all the same."""
+    cluster_id = next(_domains)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever)
+    thread.start()
+    live.serve_on(loop)
+    live.notify(cluster_id)
+    live.notify(cluster_id)  # due at the end of the window, on that loop
+    loop.call_soon_threadsafe(loop.stop)  # after the timer is set, before it fires
+    thread.join(5)
+    loop.close()
+    time.sleep(live.STALE_TRAILING_SECONDS + 0.1)
+    with listening(cluster_id) as received:
+        live.notify(cluster_id)
+        assert len(received(0.3)) == 1
+
+
 def notify_and_fail(cluster_id: int) -> None:
     with transaction.atomic():
         live.notify(cluster_id)
