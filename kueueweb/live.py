@@ -56,11 +56,22 @@ async def _group_send(cluster_ids: list[int]) -> None:
         return
     try:
         for cluster_id in cluster_ids:
-            await asyncio.wait_for(
-                layer.group_send(group_name(cluster_id),
-                                 {"type": "domain.changed", "cluster": cluster_id}),
-                timeout=SEND_TIMEOUT_SECONDS,
-            )
+            for attempt in range(2):
+                try:
+                    await asyncio.wait_for(
+                        layer.group_send(group_name(cluster_id),
+                                         {"type": "domain.changed", "cluster": cluster_id}),
+                        timeout=SEND_TIMEOUT_SECONDS,
+                    )
+                    break
+                except TimeoutError:
+                    raise  # Redis hangs: no second wait
+                except Exception:
+                    # A broken pooled connection fails at once and is dropped: seen after a
+                    # loop that had sent was closed ("Connection closed by server"). One
+                    # more try on a fresh one before the cooldown silences the process.
+                    if attempt:
+                        raise
     except Exception as error:  # a broken channel layer must not break the sender
         _layer_down.trip()
         logger.warning("live update for domains %s not sent (%s: %s)", cluster_ids,

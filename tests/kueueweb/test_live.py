@@ -28,6 +28,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 _domains = count(900_000_001)
 
 
+@pytest.fixture(autouse=True)
+def layer_up() -> None:
+    """No cooldown left by an earlier test that broke the channel layer on purpose."""
+    live._layer_down.reset()
+
+
 @contextlib.contextmanager
 def listening(cluster_id: int, *, serve: bool = True) -> Iterator[Callable[[float], list[float]]]:
     """Listen to the domain's group on an event loop of its own thread, as a socket of the
@@ -99,13 +105,15 @@ def test_a_trailing_send_whose_loop_ended_does_not_silence_the_domain() -> None:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever)
     thread.start()
-    live.serve_on(loop)
-    live.notify(cluster_id)
-    live.notify(cluster_id)  # due at the end of the window, on that loop
-    loop.call_soon_threadsafe(loop.stop)  # after the timer is set, before it fires
-    thread.join(5)
-    loop.close()
-    time.sleep(live.STALE_TRAILING_SECONDS + 0.1)
+    with listening(cluster_id) as received:
+        live.notify(cluster_id)  # sent at once: the window opens
+        live.serve_on(loop)
+        live.notify(cluster_id)  # due at the end of the window, on that loop ...
+        loop.call_soon_threadsafe(loop.stop)  # ... which stops before it fires
+        thread.join(5)
+        loop.close()
+        received(0.3)
+    time.sleep(live.STALE_TRAILING_SECONDS)
     with listening(cluster_id) as received:
         live.notify(cluster_id)
         assert len(received(0.3)) == 1
@@ -227,6 +235,30 @@ def test_sends_keep_their_connection_to_redis(settings: Any) -> None:
             time.sleep(live.THROTTLE_SECONDS * 1.5)  # each one its own send
         assert len(received(0.3)) == 11
         assert connections_received() - before <= 1
+
+
+@pytest.mark.production
+def test_a_send_still_arrives_after_redis_closed_the_senders_connection(
+    settings: Any, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The sending loop keeps its connection for the life of the process; Redis closes it
+    when it restarts. The next send must not be the one that pays for it."""
+    cluster_id = next(_domains)
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    db = client.connection_pool.connection_kwargs.get("db", 0)
+    with listening(cluster_id, serve=False) as received:
+        live.notify(cluster_id)
+        assert len(received(0.3)) == 1  # the sender's loop holds a connection now
+        me = client.client_id()
+        killed = sum(client.client_kill_filter(_id=entry["id"])
+                     for entry in client.client_list()
+                     if int(entry["id"]) != me and int(entry["db"]) == db
+                     and "bzpopmin" not in entry["cmd"])  # the listener's
+        assert killed >= 1
+        time.sleep(live.THROTTLE_SECONDS * 1.5)
+        live.notify(cluster_id)
+        assert len(received(0.5)) == 2
+    assert "not sent" not in caplog.text
 
 
 @pytest.mark.production
