@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -15,15 +13,9 @@ from django.contrib.auth.models import AnonymousUser
 
 from kueueweb.consumers import COALESCE_SECONDS, LiveConsumer
 from kueueweb.live import group_name
+from tests.fixtures.loops import run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def run(coroutine: Any) -> Any:
-    """Run a scenario on its own event loop, in a thread of its own: the browser tests'
-    Playwright keeps a loop running in the main thread."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 def communicator(user: Any) -> WebsocketCommunicator:

@@ -21,6 +21,7 @@ from django.db import transaction
 from kueueweb import live
 from kueueweb.consumers import LiveConsumer
 from tests.fixtures.browser import run_elsewhere
+from tests.fixtures.loops import run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -160,24 +161,7 @@ def test_a_socket_is_told_of_a_change_committed_by_a_plain_thread(
         await comm.disconnect()
         return reply
 
-    with threading_loop() as run:
-        assert run(scenario()) == {"type": "changed", "cluster": manager.pk}
-
-
-@contextlib.contextmanager
-def threading_loop() -> Iterator[Callable[[Any], Any]]:
-    """Run coroutines on a loop in a thread of their own: the browser tests' Playwright
-    keeps a loop running in the main thread."""
-    results: list[Any] = []
-
-    def run(coroutine: Any) -> Any:
-        thread = threading.Thread(target=lambda: results.append(asyncio.run(coroutine)))
-        thread.start()
-        thread.join(30)
-        assert results, "the scenario did not finish"
-        return results.pop()
-
-    yield run
+    assert run(scenario()) == {"type": "changed", "cluster": manager.pk}
 
 
 def test_the_committing_thread_does_not_wait_for_a_channel_layer_that_hangs(
