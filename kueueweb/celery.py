@@ -63,15 +63,17 @@ def _survive_redis_loss() -> None:
 _survive_redis_loss()
 
 
-def _tune_collector(**kwargs: Any) -> None:
-    """Once the worker has loaded the application, before its pool forks: the collector of
-    a reconciler process (``kueueweb.collector``); the forked children inherit it."""
-    from kueueweb import collector
+def _tune_reconciler(**kwargs: Any) -> None:
+    """Once the worker has loaded the application, before its pool forks: the collector
+    and the database connections of a reconciler process (``kueueweb.collector``,
+    ``kueueweb.connections``); the forked children inherit both."""
+    from kueueweb import collector, connections
 
     collector.tune_reconciler()
+    connections.keep_in_worker()
 
 
-worker_init.connect(_tune_collector, weak=False)
+worker_init.connect(_tune_reconciler, weak=False)
 
 app = Celery("kueueweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")

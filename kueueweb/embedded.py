@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connections
 
 from kueueweb import collector
+from kueueweb.connections import release as release_connections
 
 logger = logging.getLogger(__name__)
 
@@ -29,15 +30,6 @@ _later: list[tuple[float, int, str, tuple[Any, ...]]] = []
 _later_lock = threading.Lock()
 _sequence = 0
 _running = threading.Event()
-
-# The loop keeps its database connection from one task to the next for up to this long,
-# whatever ``CONN_MAX_AGE`` says (unless it says longer). It runs thousands of short tasks a
-# minute, and opening a connection costs about as much as one of them: SQLite registers
-# Django's functions and runs the PRAGMAs, PostgreSQL authenticates. A connection an error
-# left unusable is still closed after the task, as Django does after a request.
-CONNECTION_MAX_AGE_SECONDS = 60.0
-_kept = threading.local()  # per alias, the DB-API connection whose deadline was set
-
 
 def is_running() -> bool:
     return _running.is_set()
@@ -70,21 +62,8 @@ def _call(task_name: str, args: tuple[Any, ...]) -> None:
     except Exception:  # the loop must outlive a failing reconcile; the error is logged
         logger.exception("embedded reconciler: %s%r failed", task_name, args)
     finally:
-        _release_connections()
+        release_connections()  # kept for the next task unless unusable or too old
         collector.collect_young()
-
-
-def _release_connections() -> None:
-    """``close_old_connections`` for the loop: a connection opened during the task gets
-    ``CONNECTION_MAX_AGE_SECONDS`` (or its configured age, if longer) from now."""
-    kept: dict[str, object] = _kept.__dict__.setdefault("by_alias", {})
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is not None and kept.get(conn.alias) is not conn.connection:
-            kept[conn.alias] = conn.connection
-            if conn.close_at is not None:
-                conn.close_at = max(conn.close_at,
-                                    time.monotonic() + CONNECTION_MAX_AGE_SECONDS)
-        conn.close_if_unusable_or_obsolete()
 
 
 def run_forever(stop: threading.Event | None = None, tick: float = 0.2) -> None:

@@ -143,6 +143,10 @@ CELERY_TIMEZONE = "UTC"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fix-up closes every database connection around every task unless this is
+# set; then it does so once in this many tasks. Between those, workers keep connections as
+# the embedded loop does (``kueueweb.connections``).
+CELERY_DB_REUSE_MAX = 1000
 # Longer than any task runs and than any countdown (``kueueweb.reconcile`` caps countdowns
 # below it), else a waiting message would be delivered a second time.
 CELERY_VISIBILITY_TIMEOUT_SECONDS = env_int("KUEUEWEB_CELERY_VISIBILITY_TIMEOUT_SECONDS", 600)

@@ -22,8 +22,9 @@ class Node:
 
 @contextmanager
 def collector_restored() -> Iterator[None]:
-    """Undo whatever the block tunes: thresholds, freeze and the collect receivers."""
-    from celery.signals import task_postrun
+    """Undo whatever the block tunes: thresholds, freeze and the receivers it connected
+    (a worker's ``worker_init`` also connects ``kueueweb.connections``' receivers)."""
+    from celery.signals import task_postrun, task_prerun
 
     threshold = gc.get_threshold()
     try:
@@ -31,6 +32,8 @@ def collector_restored() -> Iterator[None]:
     finally:
         request_finished.disconnect(dispatch_uid="kueueweb.collector")
         task_postrun.disconnect(dispatch_uid="kueueweb.collector.task")
+        task_prerun.disconnect(dispatch_uid="kueueweb.connections.prerun")
+        task_postrun.disconnect(dispatch_uid="kueueweb.connections.postrun")
         gc.unfreeze()
         gc.set_threshold(*threshold)
 
@@ -74,10 +77,10 @@ def test_a_page_request_ends_with_its_garbage_collected(tuned: None) -> None:
 
 @pytest.fixture
 def tuned_reconciler() -> Iterator[None]:
-    from kueueweb.celery import _tune_collector
+    from kueueweb.celery import _tune_reconciler
 
     with collector_restored():
-        _tune_collector()  # what a Celery worker runs once it has started (worker_init)
+        _tune_reconciler()  # what a Celery worker runs once it has started (worker_init)
         yield
 
 
