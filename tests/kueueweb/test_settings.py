@@ -66,3 +66,15 @@ def test_invalid_boolean_is_rejected_with_its_name() -> None:
     result = _load_settings({"DEBUG": "maybe"})
     assert result.returncode != 0
     assert "DEBUG must be one of" in result.stderr
+
+
+@pytest.mark.django_db
+def test_postgresql_connections_run_without_jit() -> None:
+    # Short queries only; a JIT compile cost a 1.7 ms head query 37 ms (settings).
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL setting")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"
