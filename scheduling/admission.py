@@ -635,27 +635,37 @@ def _shape_keys(local_queues: Sequence[int], sql: _HeadSql) -> list[tuple[Any, .
                "AND {w}.preempting = %s")
     pending_params = [*sql.candidate_params[:3], False]
 
-    def next_shape(queue: str, after: str) -> str:
+    def next_shape(queue: str, after: str, columns: str = "n.id") -> str:
         # The local queue's first shape in (priority, hash) order after ``after``: one seek.
-        return (f"(SELECT n.id FROM {sql.workloads} n WHERE n.local_queue_id = {queue} AND "
-                + pending.format(w="n") + f"{after} "
+        return (f"(SELECT {columns} FROM {sql.workloads} n WHERE n.local_queue_id = {queue} "
+                "AND " + pending.format(w="n") + f"{after} "
                 "ORDER BY n.priority, n.pod_sets_hash LIMIT 1)")
 
     # The next shape is the next hash of the same priority, else the first of a higher
     # one: two seeks. A row-value bound ``(priority, hash) > (?, ?)`` is one, but SQLite
     # then steps over every row of the current shape to leave it.
     queues = ", ".join(["%s"] * len(local_queues))
+    same_priority = " AND n.priority = s.priority AND n.pod_sets_hash > s.pod_sets_hash"
+    higher_priority = " AND n.priority > s.priority"
+    if connection.vendor == "postgresql":
+        # The shape is read from the seek itself. Joined on the id the seek found, as on
+        # SQLite, PostgreSQL planned the recursive step as a hash join over a scan of the
+        # whole table, finished workloads included: 15 ms at 15,000 rows, and growing.
+        shape = "n.priority, n.pod_sets_hash"
+        first = f"CROSS JOIN LATERAL {next_shape('lq.id', '', shape)} f"
+        step = (f"CROSS JOIN LATERAL ({next_shape('s.lq_id', same_priority, shape)} UNION ALL "
+                f"{next_shape('s.lq_id', higher_priority, shape)} LIMIT 1) f")
+    else:
+        first = f"JOIN {sql.workloads} f ON f.id = {next_shape('lq.id', '')}"
+        step = (f"JOIN {sql.workloads} f ON f.id = COALESCE("
+                f"{next_shape('s.lq_id', same_priority)}, "
+                f"{next_shape('s.lq_id', higher_priority)})")
     shapes = (
         "WITH RECURSIVE shapes(lq_id, cq_id, priority, pod_sets_hash) AS ("
         f"SELECT lq.id, lq.cluster_queue_id, f.priority, f.pod_sets_hash "
-        f"FROM {sql.local_queues} lq "
-        f"JOIN {sql.workloads} f ON f.id = {next_shape('lq.id', '')} "
-        f"WHERE lq.id IN ({queues}) "
+        f"FROM {sql.local_queues} lq {first} WHERE lq.id IN ({queues}) "
         "UNION ALL "
-        f"SELECT s.lq_id, s.cq_id, f.priority, f.pod_sets_hash FROM shapes s "
-        f"JOIN {sql.workloads} f ON f.id = COALESCE("
-        + next_shape("s.lq_id", " AND n.priority = s.priority AND n.pod_sets_hash > s.pod_sets_hash")
-        + ", " + next_shape("s.lq_id", " AND n.priority > s.priority") + "))"
+        f"SELECT s.lq_id, s.cq_id, f.priority, f.pod_sets_hash FROM shapes s {step})"
     )
     shape_params = [*pending_params, *local_queues, *pending_params, *pending_params]
     in_shape = (f"SELECT {{columns}} FROM {sql.workloads} c WHERE c.local_queue_id = s.lq_id "
@@ -931,18 +941,6 @@ def _event_row(
             "reason": reason, "message": message, "created_at": now}
 
 
-def _event(
-    cluster_id: int,
-    row: Mapping[str, Any],
-    reason: str,
-    message: str,
-    *,
-    now: datetime,
-    type_: str = EventType.NORMAL,
-) -> Event:
-    return Event(**_event_row(cluster_id, row, reason, message, now=now, type_=type_))
-
-
 # =========================================================================================
 # Queue housekeeping (Kueue's queue manager, on rows)
 # =========================================================================================
@@ -1042,9 +1040,10 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
     if updated != 1:
         return False
     requeue = "requeued" if immediate else f"waiting ({reason}) before it is requeued"
-    _event(cluster_id, row, "QuotaReleased",
-           f"Quota released after eviction ({evicted_reason}); the workload is {requeue}",
-           now=now).save()
+    Event.objects.create(**_event_row(
+        cluster_id, row, "QuotaReleased",
+        f"Quota released after eviction ({evicted_reason}); the workload is {requeue}",
+        now=now))
     return True
 
 
@@ -1082,7 +1081,7 @@ def finish_without_release(cluster_id: int, row: Mapping[str, Any], reason: str,
         phase=WorkloadPhase.FINISHED, conditions=conditions, preempting=False,
         queue_state=QueueState.ACTIVE, resource_version=F("resource_version") + 1)
     if updated == 1:
-        _event(cluster_id, row, reason, message, now=now).save()
+        Event.objects.create(**_event_row(cluster_id, row, reason, message, now=now))
     return updated == 1
 
 
@@ -1315,22 +1314,22 @@ def set_admission_check_states(
             wl.active = False
             wl.conditions = cond.set_condition(wl.conditions, "Evicted", True,
                                                "DeactivatedDueToAdmissionCheck", message, now=now)
-            events.append(_event(cluster_id, row, "AdmissionCheckRejected", message, now=now,
-                                 type_=EventType.WARNING))
+            events.append(Event(**_event_row(cluster_id, row, "AdmissionCheckRejected", message,
+                                             now=now, type_=EventType.WARNING)))
         elif retry and not evicted:
             message = f"Evicted due to AdmissionCheck(s) in Retry state: {', '.join(retry)}"
             wl.conditions = cond.set_condition(wl.conditions, "Evicted", True, "AdmissionCheck",
                                                message, now=now)
-            events.append(_event(cluster_id, row, "EvictedDueToAdmissionCheck", message,
-                                 now=now))
+            events.append(Event(**_event_row(cluster_id, row, "EvictedDueToAdmissionCheck",
+                                             message, now=now)))
         elif (states and all(s["state"] == "Ready" for s in states)
               and wl.phase == WorkloadPhase.QUOTA_RESERVED):
             wl.phase = WorkloadPhase.ADMITTED
             wl.conditions = cond.set_condition(wl.conditions, "Admitted", True, "Admitted",
                                                "The workload is admitted", now=now)
             cq = (wl.admission or {}).get("clusterQueue", "")
-            events.append(_event(cluster_id, row, "Admitted",
-                                 f"Admitted by ClusterQueue {cq}", now=now))
+            events.append(Event(**_event_row(cluster_id, row, "Admitted",
+                                             f"Admitted by ClusterQueue {cq}", now=now)))
             reserved_at = wl.quota_reserved_at or now
             metrics.admitted(cq, wl.priority_class_name,
                              (now - (wl.queued_at or wl.created_at)).total_seconds(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.db import DatabaseError
@@ -727,6 +728,72 @@ def test_a_long_parked_shape_ahead_is_passed_over_by_shape(
     # The sticky preemptor is never held by its shape, and comes first.
     Workload.objects.filter(pk=blocked[39].pk).update(preempting=True)
     assert heads() == ["big-39", "small-0", "small-1", "small-2", "two"]
+
+
+def test_the_walk_by_shape_reads_no_more_with_a_long_history(manager, make_queue) -> None:
+    # The walk's cost is its seeks: finished workloads, most rows of a long-lived table,
+    # must not add to it. Joined on the id each seek found, PostgreSQL planned the walk's
+    # step for 30 queues as a hash join over the whole table (15,000 rows read on every
+    # call of the ``baseline`` benchmark, 11 ms, and growing with the history).
+    import json
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "postgresql":
+        pytest.skip("a plan of PostgreSQL's")
+    pod_sets = [{"name": "main", "count": 1, "template": {"spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]
+    local_queues = []
+    for i in range(30):
+        make_queue(f"cq-{i:02}", {"cpu": "8"})
+        local_queues.append(LocalQueue.objects.get(name=f"lq-cq-{i:02}"))
+
+    def workloads(namespace: str, count: int, **fields: object) -> None:
+        Workload.objects.bulk_create(
+            Workload(cluster=manager, namespace=namespace, name=f"wl-{n:05}",
+                     queue_name=local_queues[n % 30].name, local_queue=local_queues[n % 30],
+                     pod_sets=pod_sets, queued_at=NOW, **fields)
+            for n in range(count))
+
+    # Every queue holds more rows of a parked shape than head selection reads one by one,
+    # ahead of another shape, so every queue is read by its shapes.
+    workloads("pending", 30 * 40, priority=5)
+    workloads("pending-low", 30, priority=1)
+    parked_hash = Workload.objects.filter(namespace="pending").values_list(
+        "pod_sets_hash", flat=True).first()
+    ParkedShape.objects.bulk_create(
+        ParkedShape(cluster_queue=lq.cluster_queue, priority=5, pod_sets_hash=parked_hash,
+                    reason="Pending", message="does not fit", parked_at=NOW)
+        for lq in local_queues)
+
+    def rows_read() -> int:
+        """The workload rows the walk's plan reads (returned or filtered out), all loops."""
+        with CaptureQueriesContext(connection) as queries:
+            admission.select_heads(manager.pk, now=NOW, per_queue=2)
+        (walk,) = [q["sql"] for q in queries.captured_queries
+                   if q["sql"].startswith("WITH RECURSIVE")]
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE scheduling_workload")
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {walk}")
+            (plan,) = cursor.fetchone()
+        plan = json.loads(plan) if isinstance(plan, str) else plan
+
+        def read(node: dict[str, Any]) -> int:
+            own = 0
+            if node.get("Relation Name") == "scheduling_workload":
+                own = ((node["Actual Rows"] + node.get("Rows Removed by Filter", 0))
+                       * node["Actual Loops"])
+            return int(own) + sum(read(child) for child in node.get("Plans", []))
+
+        return read(plan[0]["Plan"])
+
+    before = rows_read()
+    workloads("history", 8_000, phase=WorkloadPhase.FINISHED)
+    after = rows_read()
+    # A seek a shape and the first rows of each: none of the 8,000 finished rows.
+    assert after == before, (before, after)
+    assert before < 300
 
 
 def test_parking_writes_one_row_per_shape_and_no_workload(
