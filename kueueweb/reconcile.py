@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 
 from kueueweb import embedded
@@ -23,6 +24,10 @@ logger = logging.getLogger(__name__)
 
 BROKER_DOWN_BACKOFF_SECONDS = 5.0
 _broker_down = Cooldown(BROKER_DOWN_BACKOFF_SECONDS)
+# How long a request's mark holds back the next requests of the same task (``request_once``):
+# longer than a message normally waits for a worker, short enough that a lost message costs
+# little, and shorter than the cooldown above (a mark left by a failed send expires first).
+REQUEST_ONCE_SECONDS = 2
 
 
 def request(task_name: str, *args: Any) -> None:
@@ -46,6 +51,62 @@ def request_later(task_name: str, delay_seconds: float, *args: Any) -> None:
             embedded.submit(task_name, args, delay=delay)
 
     transaction.on_commit(send)
+
+
+def request_once(task_name: str, *args: Any) -> None:
+    """As ``request``, for a task that calls ``taken`` as it starts, before it reads
+    anything (an admission cycle): while an earlier request's message still waits for a
+    worker, no other is sent.
+
+    That message's run starts after this transaction committed, so it sees this change too;
+    another message would only run the task again on the same state. Celery runs every
+    message it holds, so in production the first request of a burst marks the task as
+    waiting (a key in the cache, which is Redis, for ``REQUEST_ONCE_SECONDS``) and the
+    requests after it find the mark; ``taken`` clears it. A message that is never run (a
+    host lost with it) holds the next requests back for that long at most, and a mark that
+    expires early costs one run more. The embedded loop runs requests that piled up once
+    anyway."""
+
+    def send() -> None:
+        if settings.RECONCILER_MODE == "celery":
+            # A send that fails leaves the mark to expire, as the broker's cooldown, which
+            # drops requests meanwhile, lasts longer.
+            if not _broker_down.active and _mark_waiting(task_name, args):
+                send_to_celery(task_name, list(args), 0.0)
+        elif embedded.is_running():
+            embedded.submit(task_name, args)
+
+    transaction.on_commit(send)
+
+
+def taken(task_name: str, *args: Any) -> None:
+    """Called by a task of ``request_once`` as it starts, before it reads anything: the
+    requests from now on are sent again, since this run may read before their changes."""
+    if settings.RECONCILER_MODE != "celery" or _broker_down.active:
+        return
+    try:
+        cache.delete(_waiting_key(task_name, args))
+    except Exception as error:  # noqa: BLE001 - Redis is down; the mark expires on its own
+        _broker_down.trip()
+        logger.warning("the request mark of %s%r was not cleared (%s: %s)",
+                       task_name, tuple(args), type(error).__name__, error)
+
+
+def _waiting_key(task_name: str, args: tuple[Any, ...]) -> str:
+    return ":".join(["kueueweb:waiting", task_name, *map(str, args)])
+
+
+def _mark_waiting(task_name: str, args: tuple[Any, ...]) -> bool:
+    """Mark the task as waiting; False if it already was (a message is on its way) or if
+    Redis failed (then the broker is down too: the request is dropped, as
+    ``send_to_celery`` drops it, and the periodic reconcilers catch up)."""
+    try:
+        return bool(cache.add(_waiting_key(task_name, args), 1, timeout=REQUEST_ONCE_SECONDS))
+    except Exception as error:  # noqa: BLE001 - any Redis failure
+        _broker_down.trip()
+        logger.warning("task %s not sent (%s: %s); the periodic reconcilers will catch up",
+                       task_name, type(error).__name__, error)
+        return False
 
 
 def max_countdown() -> float:

@@ -112,7 +112,7 @@ def cycle_policy() -> CyclePolicy:
 def request_admission(cluster_id: int) -> None:
     """Ask for an admission cycle of the domain once the current transaction commits (and
     tell the browsers watching it that something changed)."""
-    reconcile.request(ADMISSION_TASK, cluster_id)
+    reconcile.request_once(ADMISSION_TASK, cluster_id)
     live.notify(cluster_id)
 
 
@@ -138,6 +138,9 @@ def request_cluster_sync(cluster_id: int) -> None:
 
 def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
     """Run one scheduling cycle of the domain; a no-op if another worker holds its lease."""
+    # Before anything is read: a request from now on must reach a cycle (if the lease is
+    # busy, through the holder's ``wanted`` note).
+    reconcile.taken(ADMISSION_TASK, cluster_id)
     holder = new_holder_id()
     config: dict[str, Any] = settings.KUEUEWEB
     lease_for = timedelta(seconds=int(config["ADMISSION_LEASE_SECONDS"]))
@@ -155,7 +158,7 @@ def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
             wanted = release(cluster_id, holder)
         if wanted:
             # Asked for while we ran: the change may have come after our snapshot.
-            reconcile.request(ADMISSION_TASK, cluster_id)
+            reconcile.request_once(ADMISSION_TASK, cluster_id)
 
 
 def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleOutcome:

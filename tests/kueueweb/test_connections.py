@@ -18,7 +18,7 @@ from kueueweb.celery import app
 from multicluster.models import Cluster
 from scheduling.admission import ADMISSION_TASK
 from scheduling.models import AdmissionLease
-from tests.fixtures.processes import Processes, reconciler_env, wait_for
+from tests.fixtures.processes import Processes, wait_for, worker_only
 
 pytestmark = [pytest.mark.production, pytest.mark.slow]
 
@@ -31,12 +31,10 @@ def worker(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[Pr
     import redis
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    processes = Processes(env=reconciler_env(settings.REDIS_URL), log_dir=tmp_path)
-    processes.start_worker("worker", concurrency=1)
     try:
-        yield processes
+        with worker_only(settings.REDIS_URL, tmp_path, concurrency=1) as processes:
+            yield processes
     finally:
-        processes.stop_all()
         redis.Redis.from_url(settings.REDIS_URL).flushdb()
 
 

@@ -108,7 +108,7 @@ def _admission_requests(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, .
     from kueueweb import reconcile
 
     asked: list[tuple[object, ...]] = []
-    monkeypatch.setattr(reconcile, "request", lambda task, *args: asked.append(args)
+    monkeypatch.setattr(reconcile, "request_once", lambda task, *args: asked.append(args)
                         if task == admission.ADMISSION_TASK else None)
     return asked
 
@@ -378,7 +378,7 @@ def test_a_cycle_asked_for_while_one_ran_runs_after_it(
     make_queue("cq", {"cpu": "2"})
     make_workload("a", "lq-cq", {"cpu": "3"})  # never fits: the cycle itself asks for none
     asked: list[tuple[str, tuple[object, ...]]] = []
-    monkeypatch.setattr(reconcile, "request", lambda task, *args: asked.append((task, args)))
+    monkeypatch.setattr(reconcile, "request_once", lambda task, *args: asked.append((task, args)))
     decide = admission.run_cycles
 
     def run_cycles(*args: object, **kwargs: object) -> admission.Rounds:
