@@ -24,9 +24,10 @@ logger = logging.getLogger(__name__)
 
 BROKER_DOWN_BACKOFF_SECONDS = 5.0
 _broker_down = Cooldown(BROKER_DOWN_BACKOFF_SECONDS)
-# How long a request's mark holds back the next requests of the same task (``request_once``):
-# longer than a message normally waits for a worker, short enough that a lost message costs
-# little, and shorter than the cooldown above (a mark left by a failed send expires first).
+# How long a request's mark stands in for the next requests of the same task
+# (``request_once``): longer than a message normally waits for a worker, short enough that a
+# lost message costs little, and shorter than the cooldown above (a mark left by a failed
+# send expires first).
 REQUEST_ONCE_SECONDS = 2
 
 
@@ -63,9 +64,10 @@ def request_once(task_name: str, *args: Any) -> None:
     message it holds, so in production the first request of a burst marks the task as
     waiting (a key in the cache, which is Redis, for ``REQUEST_ONCE_SECONDS``) and the
     requests after it find the mark; ``taken`` clears it. A message that is never run (a
-    host lost with it) holds the next requests back for that long at most, and a mark that
-    expires early costs one run more. The embedded loop runs requests that piled up once
-    anyway."""
+    host lost with it) leaves its mark: the requests of the next ``REQUEST_ONCE_SECONDS`` at
+    most are dropped, and the periodic pass serves them, as it serves those dropped while
+    the broker is down. A mark that expires early costs one run more. The embedded loop
+    runs requests that piled up once anyway."""
 
     def send() -> None:
         if settings.RECONCILER_MODE == "celery":
