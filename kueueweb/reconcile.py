@@ -44,14 +44,7 @@ def request_later(task_name: str, delay_seconds: float, *args: Any) -> None:
     """As ``request``, but run no sooner than ``delay_seconds`` after the commit: a
     reconciler asks to be woken at its next deadline (a pod start, a timeout)."""
     delay = max(float(delay_seconds), 0.0)
-
-    def send() -> None:
-        if settings.RECONCILER_MODE == "celery":
-            send_to_celery(task_name, list(args), delay)
-        elif embedded.is_running():
-            embedded.submit(task_name, args, delay=delay)
-
-    transaction.on_commit(send)
+    transaction.on_commit(lambda: _deliver(task_name, args, delay, once=False))
 
 
 def request_once(task_name: str, *args: Any) -> None:
@@ -68,17 +61,19 @@ def request_once(task_name: str, *args: Any) -> None:
     most are dropped, and the periodic pass serves them, as it serves those dropped while
     the broker is down. A mark that expires early costs one run more. The embedded loop
     runs requests that piled up once anyway."""
+    transaction.on_commit(lambda: _deliver(task_name, args, 0.0, once=True))
 
-    def send() -> None:
-        if settings.RECONCILER_MODE == "celery":
-            # A send that fails leaves the mark to expire, as the broker's cooldown, which
-            # drops requests meanwhile, lasts longer.
-            if not _broker_down.active and _mark_waiting(task_name, args):
-                send_to_celery(task_name, list(args), 0.0)
-        elif embedded.is_running():
-            embedded.submit(task_name, args)
 
-    transaction.on_commit(send)
+def _deliver(task_name: str, args: tuple[Any, ...], delay: float, *, once: bool) -> None:
+    """After the commit: send the request to Celery in production, or queue it for the
+    embedded loop if it runs (else drop it). ``once``: see ``request_once``; a send that
+    fails leaves the mark to expire, before the broker's cooldown ends."""
+    if settings.RECONCILER_MODE == "celery":
+        if once and (_broker_down.active or not _mark_waiting(task_name, args)):
+            return
+        send_to_celery(task_name, list(args), delay)
+    elif embedded.is_running():
+        embedded.submit(task_name, args, delay=delay)
 
 
 def taken(task_name: str, *args: Any) -> None:
