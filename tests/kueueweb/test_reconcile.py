@@ -1,8 +1,9 @@
 """Requests for reconcilers (``kueueweb.reconcile``): in production, a burst of admission
 requests becomes one Celery message until a cycle takes it (``request_once``).
 
-These run against the real Redis broker with no worker, so the messages stay in the queue
-to be counted.
+Against the real Redis broker: with no worker, so that the messages stay in the queue to
+be counted, and with two real workers and no beat, so that a request held back and never
+served would leave a workload pending.
 """
 
 from __future__ import annotations

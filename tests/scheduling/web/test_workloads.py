@@ -215,11 +215,8 @@ def test_the_detail_shows_pod_sets_admission_conditions_and_events(
     make_queue("cq", {"cpu": "4"}, namespace="team-a")
     job = services.submit_job(job_manifest("train", "lq-cq", parallelism=2, cpu="500m"),
                               namespace="team-a")
-    # t0 is the next whole second after the fixtures ran; a slow set-up can create the
-    # workload after it, and the events this test orders must come after its creation.
-    start = max(t0, Workload.objects.get(job=job).created_at)
-    reconcilers.step(start)
-    reconcilers.step(start + timedelta(seconds=3))
+    reconcilers.step(t0)
+    reconcilers.step(t0 + timedelta(seconds=3))
     wl = Workload.objects.get(job=job)
     assert wl.phase == WorkloadPhase.ADMITTED
 
