@@ -128,6 +128,22 @@ def _check_events(text: str, loader: type[Any]) -> None:
                 raise ManifestSyntaxError(f"more than {MAX_DOCUMENTS} documents")
 
 
+def _check_c_events(text: str, loader: type[Any]) -> None:
+    """``_check_events`` on libyaml's event stream.
+
+    The libyaml of PyYAML 6.0.4's wheels stops scanning at 1,000 levels of flow nesting,
+    before its parser has given a single event, with an error that names no limit of ours
+    nor where it was passed. The pure-Python parser, whose events come as it reads, then
+    finds the first level past ``MAX_DEPTH`` and says where it is."""
+    try:
+        _check_events(text, loader)
+    except yaml.scanner.ScannerError as exc:
+        if "nesting depth" not in str(exc.problem):
+            raise
+        _check_events(text, _SafeLoader)
+        raise
+
+
 def _check_document_starts(text: str) -> None:
     """Refuse a stream with too many documents before parsing it: the parser makes a dozen
     Python objects for a tiny document, and a megabyte holds tens of thousands of them."""
@@ -210,7 +226,7 @@ def load_yaml_documents(data: bytes | str, *, max_bytes: int | None = None) -> l
     _check_document_starts(text)
     try:
         if _CSafeLoader is not None:
-            _check_events(text, _CSafeLoader)
+            _check_c_events(text, _CSafeLoader)
         # The reader refuses control characters as it is built: inside the try, so that
         # they are a syntax error like any other.
         loader = (_CSafeLoader or _SafeLoader)(text)
