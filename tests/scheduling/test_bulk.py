@@ -172,3 +172,14 @@ def test_a_converter_gives_what_the_field_gives(name, value) -> None:
     ours, django = bulk._converter(field, conn)(value), field.get_db_prep_save(value, conn)
     # PostgreSQL: both go through the field; psycopg's JSON wrappers compare by their value.
     assert getattr(ours, "obj", ours) == getattr(django, "obj", django)
+
+
+def test_a_batch_that_breaks_a_constraint_raises_djangos_error_and_writes_nothing(
+        manager) -> None:
+    # On PostgreSQL the batches run on a cursor of their own (server-side binding): its
+    # errors must still be Django's, for the callers that catch them.
+    from django.db import IntegrityError
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        bulk.insert(Workload, [_draft(manager, "same"), _draft(manager, "same")])
+    assert not Workload.objects.filter(name="same").exists()
