@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db import models as db_models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
@@ -234,7 +234,13 @@ def update_versioned(
     """Write each change whose row is still at its ``resource_version`` (and matches
     ``where``: a field's value, or a tuple of values), bumping the version; returns the
     primary keys written. Every change sets the same fields. Rows are written (and, on
-    PostgreSQL, locked) in primary-key order."""
+    PostgreSQL, locked) in primary-key order.
+
+    On PostgreSQL ``where`` is checked on the rows as the lock reads them, and the write
+    itself finds its rows by primary key alone. With the conditions in the UPDATE, a table
+    without statistics yet (a new database, or one whose autovacuum is off or behind)
+    led the planner to hash every row matching them, every pending workload for an
+    admission, instead of looking the batch up by key: 12,500 rows read to write 120."""
     if not changes:
         return set()
     names = list(changes[0].values)
@@ -247,24 +253,36 @@ def update_versioned(
     assignments = ", ".join(f"{column} = v.{value}"
                             for (_, column), value in zip(targets, value_columns, strict=True))
     conditions = [f"{table}.{pk_column} = v.v_pk", f"{table}.{version_column} = v.v_rv"]
-    where_params: list[Any] = []
+    checks: list[tuple[str, set[Any]]] = []  # (quoted column, values it may hold)
     for name, wanted in (where or {}).items():
         field, column = _column(model, name)
         values = wanted if isinstance(wanted, tuple) else (wanted,)
-        conditions.append(f"{table}.{column} IN ({', '.join(['%s'] * len(values))})")
-        where_params.extend(field.get_db_prep_value(v, connection) for v in values)
+        checks.append((column, {field.get_db_prep_value(v, connection) for v in values}))
+    locking = connection.vendor == "postgresql"
+    where_params: list[Any] = []
+    if not locking:
+        for column, allowed in checks:
+            conditions.append(f"{table}.{column} IN ({', '.join(['%s'] * len(allowed))})")
+            where_params.extend(allowed)
+    lock_sql = (f"SELECT {', '.join([pk_column, *(column for column, _ in checks)])} "
+                f"FROM {table} WHERE {pk_column} = ANY(%s) ORDER BY {pk_column} FOR UPDATE")
     written: set[int] = set()
     ordered = sorted(changes, key=lambda change: change.pk)
-    with _cursor() as cursor:
+    # The check and the write are one transaction, so the lock holds until the commit.
+    with transaction.atomic(savepoint=False), _cursor() as cursor:
         for start in range(0, len(ordered), batch_size):
             chunk = ordered[start:start + batch_size]
-            if connection.vendor == "postgresql":
+            if locking:
                 # Lock the rows in id order first: an UPDATE ... FROM locks them in whatever
                 # order its join visits them, and two writers of overlapping rows in
                 # different orders deadlock.
-                cursor.execute(f"SELECT 1 FROM {table} WHERE {pk_column} = ANY(%s) "
-                               f"ORDER BY {pk_column} FOR UPDATE",
-                               [[change.pk for change in chunk]])
+                cursor.execute(lock_sql, [[change.pk for change in chunk]])
+                matching = {row[0] for row in cursor.fetchall()
+                            if all(value in allowed
+                                   for value, (_, allowed) in zip(row[1:], checks, strict=True))}
+                chunk = [change for change in chunk if change.pk in matching]
+                if not chunk:
+                    continue
             source, params = _rows(
                 [pk_field, version_field, *(field for field, _ in targets)],
                 [[change.pk, change.resource_version,

@@ -584,10 +584,13 @@ def finish_workloads(
     finished: list[dict[str, Any]] = []  # their Finished events, as rows
     events: list[Event] = []  # those of their jobs' other workloads
     freed: set[int] = set()
-    workloads = [wl for wl in Workload.objects.filter(cluster_id=cluster_id,
-                                                      pk__in=list(versions))
-                 .exclude(phase=WorkloadPhase.FINISHED).only(*_FINISHING_FIELDS)
-                 if wl.resource_version == versions[wl.pk]]
+    # Read by primary key alone, the domain and the phase checked here: asked of the
+    # database, a table without statistics yet was read through the domain's index, every
+    # finished workload of the domain with it (15,000 rows to find 120).
+    workloads = [wl for wl in Workload.objects.filter(pk__in=list(versions))
+                 .only(*_FINISHING_FIELDS)
+                 if wl.cluster_id == cluster_id and wl.phase != WorkloadPhase.FINISHED
+                 and wl.resource_version == versions[wl.pk]]
     changes = {wl.pk: _finished_values(wl, reason, message, now=now) for wl in workloads}
     with transaction.atomic(), metrics.batch():
         written = bulk.update_versioned(Workload, [

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from django.db import DatabaseError
@@ -22,6 +21,7 @@ from scheduling.models import (
     ParkedShape,
     Workload,
 )
+from tests.fixtures import plans
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -735,10 +735,7 @@ def test_the_walk_by_shape_reads_no_more_with_a_long_history(manager, make_queue
     # must not add to it. Joined on the id each seek found, PostgreSQL planned the walk's
     # step for 30 queues as a hash join over the whole table (15,000 rows read on every
     # call of the ``baseline`` benchmark, 11 ms, and growing with the history).
-    import json
-
     from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
     if connection.vendor != "postgresql":
         pytest.skip("a plan of PostgreSQL's")
@@ -769,24 +766,11 @@ def test_the_walk_by_shape_reads_no_more_with_a_long_history(manager, make_queue
 
     def rows_read() -> int:
         """The workload rows the walk's plan reads (returned or filtered out), all loops."""
-        with CaptureQueriesContext(connection) as queries:
+        plans.analyze("scheduling_workload")
+        with plans.rows_read("scheduling_workload", "WITH RECURSIVE") as walks:
             admission.select_heads(manager.pk, now=NOW, per_queue=2)
-        (walk,) = [q["sql"] for q in queries.captured_queries
-                   if q["sql"].startswith("WITH RECURSIVE")]
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE scheduling_workload")
-            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {walk}")
-            (plan,) = cursor.fetchone()
-        plan = json.loads(plan) if isinstance(plan, str) else plan
-
-        def read(node: dict[str, Any]) -> int:
-            own = 0
-            if node.get("Relation Name") == "scheduling_workload":
-                own = ((node["Actual Rows"] + node.get("Rows Removed by Filter", 0))
-                       * node["Actual Loops"])
-            return int(own) + sum(read(child) for child in node.get("Plans", []))
-
-        return read(plan[0]["Plan"])
+        (read,) = walks
+        return read
 
     before = rows_read()
     workloads("history", 8_000, phase=WorkloadPhase.FINISHED)
