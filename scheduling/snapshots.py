@@ -164,7 +164,9 @@ def cluster_queue_spec(cq: ClusterQueue, rows: Iterable[FlavorQuota]) -> core.ty
 
 
 # Columns the specs never read and reconcilers write all the time; a change to them keeps
-# the memo of ``load_domain_specs``. Every other column of a spec table is compared.
+# the memo of ``load_domain_specs``. Every other column of a spec table is compared, and
+# so are an admission check's conditions: its Active condition decides whether the queues
+# that require it are active.
 _STATUS_COLUMNS = frozenset({"updated_at", "resource_version", "conditions",
                              "allocatable_generation", "requeue_due_at"})
 # The last specs built per domain, with the rows they were built from.
@@ -185,8 +187,9 @@ def _spec_rows(cluster_id: int) -> tuple[Any, ...]:
     rows: list[Any] = []
     with connection.cursor() as cursor:
         for model in (ResourceFlavor, Cohort, ClusterQueue, AdmissionCheck, FlavorQuota):
+            unread = _STATUS_COLUMNS - {"conditions"} if model is AdmissionCheck else _STATUS_COLUMNS
             columns = ", ".join(f"t.{quote(f.column)}" for f in model._meta.concrete_fields
-                                if f.column not in _STATUS_COLUMNS)
+                                if f.column not in unread)
             table = quote(model._meta.db_table)
             if model is FlavorQuota:
                 where = (f"t.cluster_queue_id IN (SELECT id FROM {cq_table} WHERE cluster_id = %s)"

@@ -56,6 +56,22 @@ def test_a_spec_change_through_any_write_path_is_seen_at_once(manager, make_queu
         assert (_nominal(first, "cq"), _nominal(second, "cq")) == (2000, 5000)
 
 
+def test_an_admission_check_turning_active_makes_its_queue_active(manager, make_queue) -> None:
+    # The check's Active condition is status, but the specs read it: a queue whose check
+    # was inactive when a worker process first built its specs stayed inactive there
+    # for good (the fault test of a lost worker cluster timed out on it now and then).
+    check = AdmissionCheck.objects.create(
+        cluster=manager, name="check", controller_name="example.com/check",
+        conditions=[{"type": "Active", "status": "False", "reason": "NoClusters"}])
+    make_queue("cq", {"cpu": "2"}, admission_checks=[{"name": "check"}])
+    assert snapshots.load_domain_specs(manager.pk).inactive == {"cq": "AdmissionCheckInactive"}
+
+    AdmissionCheck.objects.filter(pk=check.pk).update(
+        conditions=[{"type": "Active", "status": "True", "reason": "Active"}])
+
+    assert snapshots.load_domain_specs(manager.pk).inactive == {}
+
+
 def test_each_domain_keeps_its_own_specs(manager, make_queue) -> None:
     from multicluster.models import Cluster
 
