@@ -30,9 +30,10 @@ from kueueweb.roles import Role, can_operate_in, role_of
 from multicluster.choices import MULTIKUEUE_CONTROLLER_NAME, ClusterRole, Dispatcher
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig, Pod, PodGroup
 from scheduling import conditions as cond
-from scheduling import jobs, services, yamlio
+from scheduling import jobs, services, snapshots, yamlio
 from scheduling.api.workload_serializers import job_to_dict
 from scheduling.choices import WorkloadPhase
+from scheduling.core.quantities import format_amount
 from scheduling.models import ClusterQueue, Event, LocalQueue, Workload
 from scheduling.web import slices
 from scheduling.web.forms import WorkloadListFilter
@@ -187,17 +188,27 @@ def _pod_sets(wl: Workload) -> list[dict[str, Any]]:
 
 
 def _admission(wl: Workload) -> dict[str, Any] | None:
+    """``status.admission``, and beside each pod set what it holds now when that is less
+    (``snapshots.held_admission``: reclaimable pods, an elastic scale-down in place)."""
     if not wl.admission:
         return None
+    held = {psa.name: psa for psa in snapshots.held_admission(
+        {"admission": wl.admission, "pod_sets": wl.pod_sets,
+         "reclaimable_pods": wl.reclaimable_pods}).pod_sets}
     assignments = []
     for psa in wl.admission.get("podSetAssignments") or ():
         flavors = psa.get("flavors") or {}
         usage = psa.get("resourceUsage") or {}
+        now = held.get(psa.get("name", ""))
+        smaller = now is not None and now.count < int(psa.get("count") or 0)
         assignments.append({
             "name": psa.get("name", ""),
             "count": psa.get("count"),
+            "held_count": now.count if smaller and now is not None else None,
             "resources": [
-                {"resource": r, "flavor": flavors.get(r, ""), "usage": usage.get(r, "")}
+                {"resource": r, "flavor": flavors.get(r, ""), "usage": usage.get(r, ""),
+                 "held": format_amount(r, now.resource_usage.get(r, 0))
+                 if smaller and now is not None else ""}
                 for r in sorted(set(flavors) | set(usage))
             ],
         })
