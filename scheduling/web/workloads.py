@@ -29,8 +29,8 @@ from django.views.decorators.http import require_GET, require_POST
 from kueueweb.roles import Role, can_operate_in, role_of
 from multicluster.choices import MULTIKUEUE_CONTROLLER_NAME, ClusterRole, Dispatcher
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig, Pod, PodGroup
+from scheduling import actions, jobs, services, snapshots, yamlio
 from scheduling import conditions as cond
-from scheduling import jobs, services, snapshots, yamlio
 from scheduling.api.workload_serializers import job_to_dict
 from scheduling.choices import WorkloadPhase
 from scheduling.core.quantities import format_amount
@@ -383,10 +383,12 @@ def _region_controls(wl: Workload, request: HttpRequest, *, page: bool = False) 
     """The controls; on the page itself (``page``) also the errors of the last scale attempt,
     which the live refreshes of the region keep (``hx-preserve``)."""
     may_act = can_operate_in(request.user, wl.namespace)
-    reserved = services.has_quota_reservation(wl)
+    finished = actions.finished_refusal(wl)
     context: dict[str, Any] = {
         "may_act": may_act,
-        "can_evict": reserved and wl.cluster_queue_id is not None and not _is_evicted(wl),
+        # What the state allows, as the services decide (``scheduling.actions``).
+        "actions": actions.allowed(wl),
+        "finished_reason": finished.message if finished is not None else "",
     }
     if wl.job is not None and may_act:
         flash = slices.pop_scale_errors(request, wl.job) if page else None
@@ -444,7 +446,7 @@ def workload_region(
 # Controls
 # =========================================================================================
 
-ACTIONS = ("deactivate", "activate", "evict", "delete-job")
+ACTIONS = actions.ACTIONS
 
 
 def _error_text(exc: Exception) -> str:
@@ -480,8 +482,10 @@ def workload_action(
             messages.success(request, f"Workload {label} evicted; it goes back to its queue "
                              "once its pods are gone.")
         else:
-            if wl.job is None:
-                messages.error(request, f"Workload {label} has no job to delete.")
+            refused = actions.refusal(wl, actions.DELETE_JOB)
+            if refused is not None or wl.job is None:
+                messages.error(request, f"Could not delete the job of {label}: "
+                               f"{refused.message if refused else 'it has none'}")
                 return HttpResponseRedirect(detail_url)
             job_name = wl.job.name
             services.delete_job(wl.job)
