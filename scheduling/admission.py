@@ -42,6 +42,7 @@ from scheduling.core.cycle import (
     RequeueReason,
     run_cycle,
 )
+from scheduling.core.lifecycle import pods_ready_condition
 from scheduling.core.quantities import int_to_quantity
 from scheduling.core.snapshot import Snapshot
 from scheduling.core.types import Admission, FairSharingStrategy, QueueingStrategy
@@ -1009,6 +1010,7 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
                                     evicted.get("message", "Evicted"), now=now)
     conditions = cond.set_condition(conditions, "Admitted", False, "NoReservation",
                                     "The workload has no reservation", now=now)
+    conditions = _pods_ready_not_admitted(conditions, now=now)
     immediate = reason in _IMMEDIATE_REQUEUE
     requeue_at = row.get("requeue_at")
     if reason in _BACKOFF_REQUEUE:
@@ -1049,6 +1051,24 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
         now=now))
     return True
 
+
+
+def _pods_ready_not_admitted(conditions: list[cond.Condition], *, now: datetime,
+                             ) -> list[cond.Condition]:
+    """PodsReady of a workload that is no longer admitted (Kueue's job reconciler,
+    ``generatePodsReadyCondition``: evicted or requeued, it is False ``WaitForStart``). Its
+    next admission then waits for its pods from the start: the PodsReady timeout runs from
+    that admission, not the recovery timeout from the old condition, and ready pods make
+    it ``Started``. Only a workload that has the condition (it is written while
+    waitForPodsReady is on) gets it."""
+    previous = cond.find(conditions, "PodsReady")
+    if previous is None:
+        return conditions
+    wanted = pods_ready_condition(
+        admitted=False, all_ready=False, previous_status=previous.get("status") == "True",
+        previous_reason=previous.get("reason"))
+    return cond.set_condition(conditions, "PodsReady", wanted.status, wanted.reason,
+                              wanted.message, now=now)
 
 
 def _replaced_on_release(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> bool:

@@ -162,6 +162,36 @@ def job_finished(job: Job) -> bool:
                for c in (job.status or {}).get("conditions", ()))
 
 
+# Why a job cannot be scaled now (``scale_refusal``).
+SCALE_FINISHED = "finished"
+SCALE_PARTIAL_ADMISSION = "partial-admission"
+SCALE_NOT_ELASTIC = "not-elastic"
+_SCALE_MESSAGES = {SCALE_FINISHED: FINISHED_MESSAGE,
+                   SCALE_PARTIAL_ADMISSION: PARTIAL_ADMISSION_MESSAGE,
+                   SCALE_NOT_ELASTIC: NOT_ELASTIC_MESSAGE}
+
+
+def scale_refusal(job: Job, workloads: Iterable[Workload]) -> str:
+    """Why the job's state allows no change of parallelism ("" if it allows one): one of
+    the ``SCALE_*`` keys. ``scale_job`` refuses, and the pages disable their control, on
+    the same rule. Finished: Complete or Failed, or every workload it had finished (a
+    finished workload does not change)."""
+    workloads = list(workloads)
+    if job_finished(job) or (workloads and all(
+            wl.phase == WorkloadPhase.FINISHED for wl in workloads)):
+        return SCALE_FINISHED
+    annotations = ((job.manifest or {}).get("metadata") or {}).get("annotations") or {}
+    if jobs.JOB_MIN_PARALLELISM_ANNOTATION in annotations and not job.suspend:
+        return SCALE_PARTIAL_ADMISSION
+    options: dict[str, Any] = settings.KUEUEWEB
+    elastic = jobs.is_elastic(annotations,
+                              slices_enabled=bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
+    current = current_slice(workloads)
+    if current is not None and holds_quota(current) and not elastic:
+        return SCALE_NOT_ELASTIC
+    return ""
+
+
 def parallelism_of(manifest: dict[str, Any]) -> int:
     value = (manifest.get("spec") or {}).get("parallelism")
     return 1 if value is None else int(value)
@@ -207,14 +237,15 @@ def scale_job(job: Job, parallelism: Any, *, user: Any = None,
             raise ConflictError(f'jobs.batch "{job.name}" not found')
         manifest = locked.manifest
         previous = parallelism_of(manifest)
-        if job_finished(locked):
+        workloads = list(locked.workloads.select_for_update())
+        refused = scale_refusal(locked, workloads)
+        if refused == SCALE_FINISHED:
             raise invalid([FieldError(PARALLELISM_PATH, FINISHED_MESSAGE)])
         if wanted == previous:
-            return ScaleResult(locked, current_slice(locked.workloads.all()), "unchanged",
-                               previous, wanted)
+            return ScaleResult(locked, current_slice(workloads), "unchanged", previous, wanted)
+        if refused:
+            raise invalid([FieldError(PARALLELISM_PATH, _SCALE_MESSAGES[refused])])
         annotations = (manifest.get("metadata") or {}).get("annotations") or {}
-        if jobs.JOB_MIN_PARALLELISM_ANNOTATION in annotations and not locked.suspend:
-            raise invalid([FieldError(PARALLELISM_PATH, PARTIAL_ADMISSION_MESSAGE)])
         spec = dict(manifest.get("spec") or {})
         spec["parallelism"] = wanted
         count = jobs.job_pods_count(spec)
@@ -225,10 +256,7 @@ def scale_job(job: Job, parallelism: Any, *, user: Any = None,
                 f"must leave more than {min_parallelism} pods (annotation "
                 f"{jobs.JOB_MIN_PARALLELISM_ANNOTATION}) to run"))])
         elastic = jobs.is_elastic(annotations, slices_enabled=slices_enabled)
-        workloads = list(locked.workloads.select_for_update())
         current = current_slice(workloads)
-        if current is not None and holds_quota(current) and not elastic:
-            raise invalid([FieldError(PARALLELISM_PATH, NOT_ELASTIC_MESSAGE)])
 
         metadata = dict(manifest.get("metadata") or {})
         metadata["generation"] = jobs.job_generation(manifest) + 1

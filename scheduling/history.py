@@ -18,7 +18,6 @@ from django.db.models import Count
 from scheduling import snapshots
 from scheduling.choices import WorkloadPhase
 from scheduling.core.quantities import is_milli_resource
-from scheduling.core.workloads import WorkloadInfo
 from scheduling.models import ClusterQueue, QueueUsageSample, Workload
 
 RETENTION = timedelta(hours=24)
@@ -36,9 +35,8 @@ def usage_by_queue(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int
     (``snapshots.reserving_rows``): counted exactly as the snapshot counts it."""
     usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
-        info = WorkloadInfo(snapshots.admitted_workload(row))
         held = usage[row["admission"]["clusterQueue"]]
-        for fr, value in info.usage.items():
+        for fr, value in snapshots.held_usage(row).items():
             held[f"{fr.flavor}/{fr.resource}"] += value
     return usage
 

@@ -25,6 +25,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Prefetch
 
+from scheduling import snapshots
 from scheduling.api.base import object_metadata
 from scheduling.choices import (
     BorrowWithinCohortPolicy,
@@ -1292,22 +1293,6 @@ WORKLOAD_PRIORITY_CLASS = WorkloadPriorityClassKind()
 _HOLDING = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 
 
-def _usage_of(admission: Any) -> Iterable[tuple[str, str, int]]:
-    """(flavor, resource, amount) charged by a Workload's ``status.admission``."""
-    if not isinstance(admission, Mapping):
-        return
-    for assignment in admission.get("podSetAssignments") or ():
-        flavors = assignment.get("flavors") or {}
-        for resource, quantity in (assignment.get("resourceUsage") or {}).items():
-            flavor = flavors.get(resource)
-            if flavor is None:
-                continue
-            try:
-                yield flavor, resource, quantity_to_int(resource, quantity)
-            except (QuantityError, TypeError):
-                continue
-
-
 def _flavor_usage(
     groups: Sequence[Mapping[str, Any]],
     usage: Mapping[tuple[str, str], int],
@@ -1358,10 +1343,11 @@ def _nominal(queue: ClusterQueue) -> dict[tuple[str, str], int]:
 
 
 class _Holding:
-    """Counts and usage per queue of the workloads holding quota in ``rows``, keyed by the
-    ``queue_field`` column. Counted in the database per queue, phase and usage hash (the
-    ``workload_holding`` index; workloads of the same shape share one), and each hash's
-    admission is read once, rather than one row per workload."""
+    """Counts and usage per queue of the active workloads holding quota in ``rows``, keyed
+    by the ``queue_field`` column. Counted in the database per queue, phase and usage hash
+    (the ``workload_holding`` index; workloads of the same shape share one), and each
+    hash's usage is read once (``snapshots.held_usage``, as the cycle counts it), rather
+    than one row per workload. A deactivated workload holds none, as in Kueue's cache."""
 
     def __init__(self, rows: models.QuerySet[Workload], queue_field: str) -> None:
         self.reserving: dict[int, int] = defaultdict(int)
@@ -1370,18 +1356,22 @@ class _Holding:
             lambda: defaultdict(int))
         self.admitted_usage: dict[int, dict[tuple[str, str], int]] = defaultdict(
             lambda: defaultdict(int))
-        groups = list(rows.order_by().values_list(queue_field, "phase", "usage_hash")
+        groups = list(rows.filter(active=True).order_by()
+                      .values_list(queue_field, "phase", "usage_hash")
                       .annotate(n=models.Count("*"), example=models.Min("id")))
-        held_by = examples("usage_hash", (group[-1] for group in groups), "admission")
+        held_by = examples("usage_hash", (group[-1] for group in groups),
+                           "admission", "reclaimable_pods", "pod_sets")
         for queue_id, phase, usage_hash, n, _ in groups:
-            admission = held_by.get(usage_hash, {}).get("admission")
+            example = held_by.get(usage_hash)
             self.reserving[queue_id] += n
             is_admitted = phase == WorkloadPhase.ADMITTED
             self.admitted[queue_id] += n if is_admitted else 0
-            for flavor, resource, amount in _usage_of(admission):
-                self.reserved_usage[queue_id][(flavor, resource)] += amount * n
+            if not example or not example["admission"]:
+                continue
+            for fr, amount in snapshots.held_usage(example).items():
+                self.reserved_usage[queue_id][(fr.flavor, fr.resource)] += amount * n
                 if is_admitted:
-                    self.admitted_usage[queue_id][(flavor, resource)] += amount * n
+                    self.admitted_usage[queue_id][(fr.flavor, fr.resource)] += amount * n
 
 
 def cluster_queue_statuses(queues: Sequence[ClusterQueue]) -> dict[int, dict[str, Any]]:

@@ -64,9 +64,9 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.utils import floatToGoString
 
+from scheduling import snapshots
 from scheduling.choices import QueueState, StopPolicy, WorkloadPhase
-from scheduling.core.lifecycle import counted_pods
-from scheduling.core.quantities import parse_quantity
+from scheduling.core.quantities import is_milli_resource, parse_quantity
 from scheduling.models import (
     ClusterQueue,
     Cohort,
@@ -685,25 +685,13 @@ def _quantity(value: str | None) -> float:
     return math.inf if value is None else float(parse_quantity(value))
 
 
-def _usage(
-    admission: Mapping[str, Any] | None, reclaimable: Iterable[Mapping[str, Any]] | None,
-    pod_sets: Iterable[Mapping[str, Any]] | None,
-) -> Iterator[tuple[str, str, Fraction]]:
-    """(flavor, resource, amount) a workload holds, from its status.admission, less the pods
-    it declared reclaimable (as ``snapshots.admitted_workload`` counts usage)."""
-    reclaim = {r.get("name"): int(r.get("count", 0)) for r in reclaimable or ()}
-    spec_counts = {ps.get("name", "main"): int(ps.get("count", 1)) for ps in pod_sets or ()}
-    for assignment in (admission or {}).get("podSetAssignments") or ():
-        count = int(assignment.get("count", 0))
-        if count <= 0:
-            continue
-        name = assignment.get("name", "main")
-        kept = counted_pods(count, spec_counts.get(name, count), reclaim.get(name, 0))
-        flavors = assignment.get("flavors") or {}
-        for resource, quantity in (assignment.get("resourceUsage") or {}).items():
-            flavor = flavors.get(resource)
-            if flavor is not None:
-                yield flavor, resource, parse_quantity(quantity) * kept / count
+def _usage(held: Mapping[str, Any]) -> Iterator[tuple[str, str, Fraction]]:
+    """(flavor, resource, amount in base units) a workload holds, from a row with its
+    admission, reclaimable pods and pod sets (``snapshots.held_usage``, as the cycle
+    counts it)."""
+    for fr, amount in snapshots.held_usage(held).items():
+        yield fr.flavor, fr.resource, Fraction(amount, 1000 if is_milli_resource(fr.resource)
+                                               else 1)
 
 
 @dataclass(slots=True)
@@ -810,10 +798,9 @@ class _State:
                 counts.reserving += n
                 counts.admitted += n if is_admitted else 0
             held = held_by.get(wl["usage_hash"])
-            if wl["cluster_queue_id"] is None or held is None:
+            if wl["cluster_queue_id"] is None or held is None or not held["admission"]:
                 continue
-            for flavor, resource, amount in _usage(held["admission"], held["reclaimable_pods"],
-                                                     held["pod_sets"]):
+            for flavor, resource, amount in _usage(held):
                 key = (wl["cluster_queue_id"], flavor, resource)
                 self.reserved[key] += amount * n
                 if is_admitted:

@@ -20,7 +20,7 @@ from django.utils import timezone
 from kueueweb.roles import can_operate_in
 from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
-from scheduling import admission, bulk, jobs, lifecycle
+from scheduling import actions, admission, bulk, jobs, lifecycle
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.models import Event, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.validation import FieldError, errors_to_dict
@@ -389,7 +389,8 @@ def _local_queues(
 
 
 def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:
-    """Apply a JSON merge patch to a workload's spec: ``active`` at any time; ``queueName``
+    """Apply a JSON merge patch to a workload's spec: ``active`` unless the workload has
+    finished (``actions.refusal``); ``queueName``
     and the priority only while no quota is reserved. Pod sets and the maximum execution
     time cannot change; with quota reserved they are refused with Kueue's messages.
 
@@ -421,6 +422,9 @@ def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:
     if not isinstance(active, bool):
         errors.append(FieldError("spec.active", "must be a boolean"))
     elif active != workload.active:
+        refused = actions.refusal(workload, actions.ACTIVATE if active else actions.DEACTIVATE)
+        if refused is not None:
+            errors.append(refused)
         changes["active"] = active
 
     queue_name = merged.get("queueName") or ""
@@ -519,7 +523,7 @@ def evict_workload(
     concurrent admission cycle or lifecycle pass sees either the old or the new state.
 
     Raises PermissionDenied (``user`` may not operate in the namespace), ValidationError
-    (no quota is held, or the workload is already being evicted) or ConflictError.
+    (the state does not allow it: ``actions.refusal``) or ConflictError.
     """
     from multicluster.simulated import runner
 
@@ -532,14 +536,9 @@ def evict_workload(
                   .filter(pk=workload.pk).first())
         if locked is None:
             raise ConflictError(f'workloads.kueue.x-k8s.io "{workload.name}" not found')
-        if not has_quota_reservation(locked) or locked.cluster_queue_id is None:
-            raise invalid([FieldError(
-                "status.admission", "the workload holds no quota: only an admitted workload "
-                "(or one with quota reserved) can be evicted")])
-        if any(c.get("type") == "Evicted" and c.get("status") == "True"
-               for c in locked.conditions or ()):
-            raise invalid([FieldError("status.conditions", "the workload is already being "
-                                       "evicted")])
+        refused = actions.refusal(locked, actions.EVICT)
+        if refused is not None:
+            raise invalid([refused])
         events: list[Event] = []
         if not lifecycle.evict(locked, "EvictedByUser", f"Evicted by {username}", now=now,
                                events=events):

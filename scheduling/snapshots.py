@@ -21,8 +21,8 @@ from typing import Any, Generic, TypeVar
 
 from scheduling import core
 from scheduling.choices import WorkloadPhase
-from scheduling.core.lifecycle import counted_pods
 from scheduling.core.quantities import QuantityError, parse_quantity, quantity_to_int
+from scheduling.core.resources import FlavorResourceQuantities
 from scheduling.core.workloads import WorkloadInfo
 from scheduling.models import (
     ClusterQueue,
@@ -327,33 +327,46 @@ def _admission_from_json(data: Mapping[str, Any]) -> core.types.Admission:
     )
 
 
-def admitted_workload(row: Mapping[str, Any]) -> core.types.Workload:
-    """A workload holding quota, from its values() row. Usage comes from its admission,
-    less the pods it has declared reclaimable (Kueue dynamic reclaim)."""
-    admission = _admission_from_json(row["admission"])
+def held_admission(row: Mapping[str, Any]) -> core.types.Admission:
+    """The admission of a workload holding quota as it counts now (``core.held_admission``:
+    less its reclaimable pods and the pods an elastic scale-down removed), from a row with
+    its ``admission``, ``reclaimable_pods`` and ``pod_sets``."""
+    return _held(_admission_from_json(row["admission"]), row)
+
+
+def _held(admitted: core.types.Admission, row: Mapping[str, Any]) -> core.types.Admission:
     reclaimable = {r["name"]: int(r["count"]) for r in row.get("reclaimable_pods") or ()}
     spec_counts = {ps.get("name", "main"): int(ps.get("count", 1)) for ps in row["pod_sets"]}
-    pod_sets = []
-    assignments = []
-    for ps in admission.pod_sets:
-        per_pod = {r: (v // ps.count if ps.count else 0) for r, v in ps.resource_usage.items()}
-        count = counted_pods(ps.count, spec_counts.get(ps.name, ps.count),
-                             reclaimable.get(ps.name, 0))
-        pod_sets.append(core.types.PodSet(name=ps.name, count=count, requests=per_pod))
-        assignments.append(core.types.PodSetAssignment(
-            name=ps.name, flavors=ps.flavors, count=count,
-            resource_usage={r: v * count for r, v in per_pod.items()},
-        ))
+    return core.held_admission(admitted, spec_counts, reclaimable)
+
+
+def held_usage(row: Mapping[str, Any]) -> FlavorResourceQuantities:
+    """The quota a workload holds per flavor and resource (CPU in millis), from a row with
+    its ``admission``, ``reclaimable_pods`` and ``pod_sets``: what the cycle's snapshot
+    counts, and what every status, page, metric and sample reports."""
+    return core.held_usage(held_admission(row))
+
+
+def admitted_workload(row: Mapping[str, Any]) -> core.types.Workload:
+    """A workload holding quota, from its values() row, with its ``held_admission``."""
+    admitted = _admission_from_json(row["admission"])
+    admission = _held(admitted, row)
+    pod_sets = tuple(
+        core.types.PodSet(name=held.name, count=held.count, requests={
+            r: (v // granted.count if granted.count else 0)
+            for r, v in granted.resource_usage.items()})
+        for granted, held in zip(admitted.pod_sets, admission.pod_sets, strict=True)
+    )
     evicted = _true_condition(row["conditions"], "Evicted")
     return core.types.Workload(
         namespace=row["namespace"],
         name=row["name"],
-        pod_sets=tuple(pod_sets),
+        pod_sets=pod_sets,
         queue_name=row["queue_name"] or None,
         priority=row["priority"],
         creation_time=epoch(row["created_at"]),
         uid=str(row["uid"]),
-        admission=core.types.Admission(admission.cluster_queue, tuple(assignments)),
+        admission=admission,
         quota_reserved_time=epoch(row["quota_reserved_at"]),
         evicted_reason=evicted.get("reason") if evicted else None,
         evicted_time=None,

@@ -75,7 +75,13 @@ from scheduling.core.types import (
     WithinClusterQueuePolicy,
     Workload,
 )
-from scheduling.core.workloads import AssignmentState, WorkloadInfo, scheduling_hash
+from scheduling.core.workloads import (
+    AssignmentState,
+    WorkloadInfo,
+    held_admission,
+    held_usage,
+    scheduling_hash,
+)
 
 __all__ = [
     "DRS",
@@ -134,6 +140,8 @@ __all__ = [
     "dominant_resource_share",
     "entry_sort_key",
     "format_amount",
+    "held_admission",
+    "held_usage",
     "parse_quantity",
     "preemption_message",
     "quantity_to_int",

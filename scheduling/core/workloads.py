@@ -4,6 +4,10 @@ A ``WorkloadInfo`` is computed once per workload: total requests per pod set (pe
 requests times count, or the admission's resource usage for an admitted workload), the
 quota it holds, and its scheduling-equivalence hash. ``AssignmentState`` is the flavor
 scan progress (Kueue's ``LastAssignment``) that a pending workload carries between cycles.
+
+``held_admission`` and ``held_usage`` are the one definition of the quota a workload
+holds: every reader (the cycle's snapshot, the API status, the UI, metrics, history)
+computes usage through them.
 """
 
 from __future__ import annotations
@@ -13,13 +17,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduling.core.lifecycle import counted_pods
 from scheduling.core.resources import FlavorResource, FlavorResourceQuantities
-from scheduling.core.types import Workload
+from scheduling.core.types import Admission, PodSetAssignment, Workload
 
 __all__ = [
     "AssignmentState",
     "PodSetResources",
     "WorkloadInfo",
+    "held_admission",
+    "held_usage",
     "scheduling_hash",
 ]
 
@@ -96,20 +103,12 @@ class WorkloadInfo:
         else:
             self.cluster_queue = cluster_queue or ""
             self.total_requests = _requests_from_pod_sets(workload)
-        usage: FlavorResourceQuantities = {}
-        frs: set[FlavorResource] = set()
-        for ps in self.total_requests:
-            for resource, flavor in ps.flavors.items():
-                frs.add(FlavorResource(flavor, resource))
-            for resource, value in ps.requests.items():
-                assigned = ps.flavors.get(resource)
-                if assigned is not None:
-                    fr = FlavorResource(assigned, resource)
-                    usage[fr] = usage.get(fr, 0) + value
-        self.usage = usage
+        self.usage = _usage(self.total_requests)
         # Every (flavor, resource) named by the admission, even with a zero request;
         # Kueue's WorkloadUsesResources looks at the flavor map, not the amounts.
-        self.flavor_resources = frozenset(frs)
+        self.flavor_resources = frozenset(
+            FlavorResource(flavor, resource)
+            for ps in self.total_requests for resource, flavor in ps.flavors.items())
 
     @property
     def hash(self) -> str:
@@ -136,10 +135,55 @@ def _requests_from_pod_sets(workload: Workload) -> tuple[PodSetResources, ...]:
 
 def _requests_from_admission(workload: Workload) -> tuple[PodSetResources, ...]:
     assert workload.admission is not None
+    return _assigned_requests(workload.admission)
+
+
+def _assigned_requests(admission: Admission) -> tuple[PodSetResources, ...]:
     return tuple(
         PodSetResources(psa.name, psa.count, dict(psa.resource_usage), dict(psa.flavors))
-        for psa in workload.admission.pod_sets
+        for psa in admission.pod_sets
     )
+
+
+def _usage(pod_sets: tuple[PodSetResources, ...]) -> FlavorResourceQuantities:
+    """Quota per flavor and resource of pod sets with flavors (an unassigned resource
+    holds none)."""
+    usage: FlavorResourceQuantities = {}
+    for ps in pod_sets:
+        for resource, value in ps.requests.items():
+            assigned = ps.flavors.get(resource)
+            if assigned is not None:
+                fr = FlavorResource(assigned, resource)
+                usage[fr] = usage.get(fr, 0) + value
+    return usage
+
+
+def held_admission(
+    admission: Admission, spec_counts: Mapping[str, int], reclaimable: Mapping[str, int],
+) -> Admission:
+    """The admission as it holds quota now (Kueue ``totalRequestsFromAdmission``).
+
+    ``status.admission`` never changes while set, but a pod set holds quota only for the
+    pods it still has: its spec count (smaller after an elastic scale-down in place) less
+    the pods its job declared reclaimable. A pod set with fewer pods than admitted holds
+    the per-pod usage times that count (``PodSetResources.scaled_to``); the others hold
+    what the admission says. ``spec_counts`` and ``reclaimable`` are by pod set name.
+    """
+    assignments = []
+    for psa in admission.pod_sets:
+        count = counted_pods(psa.count, spec_counts.get(psa.name, psa.count),
+                             reclaimable.get(psa.name, 0))
+        if count < psa.count:
+            scaled = PodSetResources(psa.name, psa.count, psa.resource_usage,
+                                     psa.flavors).scaled_to(count)
+            psa = PodSetAssignment(psa.name, psa.flavors, count, scaled.requests)
+        assignments.append(psa)
+    return Admission(admission.cluster_queue, tuple(assignments))
+
+
+def held_usage(admission: Admission) -> FlavorResourceQuantities:
+    """Quota per flavor and resource that ``admission`` (a ``held_admission``) holds."""
+    return _usage(_assigned_requests(admission))
 
 
 @dataclass(frozen=True, slots=True)

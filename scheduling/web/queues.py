@@ -46,7 +46,6 @@ from scheduling.core import types as core_types
 from scheduling.core.quantities import QuantityError, format_amount
 from scheduling.core.resources import FlavorResource
 from scheduling.core.snapshot import Snapshot
-from scheduling.core.workloads import WorkloadInfo
 from scheduling.history import base_units
 from scheduling.models import ClusterQueue, LocalQueue, QueueUsageSample, Workload, examples
 
@@ -312,14 +311,6 @@ def _cohort_tree(snapshot: Snapshot, queues: Iterable[QueueSummary]) -> tuple[
     return roots, sorted(lone)
 
 
-# What ``snapshots.admitted_workload`` reads besides the grouped columns; usage does not
-# depend on these.
-_GROUP_PLACEHOLDER: dict[str, Any] = {
-    "namespace": "", "name": "", "queue_name": "", "priority": 0, "created_at": None,
-    "uid": "", "quota_reserved_at": None, "conditions": [], "active": True,
-}
-
-
 def _held_usage(cluster_id: int, cluster_queue_id: int | None = None,
                 ) -> tuple[list[core_types.Workload], dict[str, int]]:
     """What the workloads holding quota use, per cluster queue (or in one), as one synthetic
@@ -329,8 +320,8 @@ def _held_usage(cluster_id: int, cluster_queue_id: int | None = None,
     admission, reclaimable pods, pod sets), from the ``workload_holding`` index: the
     workloads of one job template collapse to one group, so thousands of admitted workloads
     cost a handful of rows, and one row per hash is read. Usage per group is computed
-    exactly as the snapshot computes it (``snapshots.admitted_workload``) and multiplied by
-    the group's size.
+    exactly as the snapshot computes it (``snapshots.held_usage``) and multiplied by the
+    group's size.
     """
     rows = Workload.objects.filter(cluster_queue__cluster_id=cluster_id, phase__in=RESERVING,
                                    active=True)
@@ -349,10 +340,8 @@ def _held_usage(cluster_id: int, cluster_queue_id: int | None = None,
         example = held_by.get(group["usage_hash"])
         if not example or not example["admission"]:
             continue
-        wl = snapshots.admitted_workload({**_GROUP_PLACEHOLDER, **example})
-        assert wl.admission is not None
-        held = usage[wl.admission.cluster_queue]
-        for fr, value in WorkloadInfo(wl).usage.items():
+        held = usage[example["admission"]["clusterQueue"]]
+        for fr, value in snapshots.held_usage(example).items():
             held[fr] += value * group["n"]
     return [_usage_workload(queue, totals) for queue, totals in sorted(usage.items())], admitted
 
@@ -599,7 +588,8 @@ def _pending_lq_page(lq: LocalQueue, number: int) -> PendingPage:
 
 # What a row of the admitted table shows (``_admitted_queue_table.html``).
 _ADMITTED_FIELDS = ("name", "namespace", "phase", "active", "priority", "admission",
-                    "quota_reserved_at", "queue_name", "local_queue__name")
+                    "reclaimable_pods", "pod_sets", "quota_reserved_at", "queue_name",
+                    "local_queue__name")
 
 
 def _admitted_page(workloads: Any, number: int) -> Page[Workload]:
@@ -638,7 +628,7 @@ def _admitted_rows(domain: str, page: Page[Workload]) -> list[dict[str, Any]]:
             "phase": wl.phase,
             "priority": wl.priority,
             "flavors": ", ".join(f"{r}: {f}" for r, f in sorted(flavors.items())),
-            "usage": _admission_usage(wl.admission),
+            "usage": _held_text(wl),
             "reserved_at": timestamp(reserved) if reserved else "",
             "reserved_text": (timezone.localtime(reserved).strftime("%Y-%m-%d %H:%M:%S")
                               if reserved else ""),
@@ -646,12 +636,16 @@ def _admitted_rows(domain: str, page: Page[Workload]) -> list[dict[str, Any]]:
     return rows
 
 
-def _admission_usage(admission: Mapping[str, Any] | None) -> str:
-    totals: dict[str, list[str]] = defaultdict(list)
-    for assignment in (admission or {}).get("podSetAssignments") or ():
-        for resource, quantity in (assignment.get("resourceUsage") or {}).items():
-            totals[resource].append(str(quantity))
-    return ", ".join(f"{r}: {'+'.join(q)}" for r, q in sorted(totals.items()))
+def _held_text(wl: Workload) -> str:
+    """The quota the workload holds per resource (``snapshots.held_usage``: less its
+    reclaimable pods and the pods a scale-down removed), summed over flavors."""
+    if not wl.admission:
+        return ""
+    totals: dict[str, int] = defaultdict(int)
+    for fr, value in snapshots.held_usage({"admission": wl.admission, "pod_sets": wl.pod_sets,
+                                           "reclaimable_pods": wl.reclaimable_pods}).items():
+        totals[fr.resource] += value
+    return ", ".join(f"{r}: {format_amount(r, v)}" for r, v in sorted(totals.items()))
 
 
 def _cluster_queue(cluster: str, name: str) -> ClusterQueue:

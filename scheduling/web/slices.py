@@ -59,14 +59,6 @@ def parallelism(job: Job) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def job_finished(job: Job, workloads: Iterable[Workload]) -> bool:
-    """Complete or Failed, or every workload it had is finished."""
-    if elastic.job_finished(job):
-        return True
-    workloads = list(workloads)
-    return bool(workloads) and all(wl.phase == WorkloadPhase.FINISHED for wl in workloads)
-
-
 def pod_count(wl: Workload) -> int:
     return sum(int(ps.get("count", 1)) for ps in wl.pod_sets or ())
 
@@ -117,17 +109,16 @@ def job_workloads(job: Job) -> list[Workload]:
 # =========================================================================================
 
 
+_REASONS = {elastic.SCALE_FINISHED: REASON_FINISHED,
+            elastic.SCALE_PARTIAL_ADMISSION: REASON_PARTIAL_ADMISSION,
+            elastic.SCALE_NOT_ELASTIC: REASON_NOT_ELASTIC}
+
+
 def scale_disabled_reason(job: Job, workloads: Iterable[Workload]) -> str:
-    """Why the job cannot be scaled now ("" if it can): the service refuses the same."""
-    workloads = list(workloads)
-    if job_finished(job, workloads):
-        return REASON_FINISHED
-    if jobs.JOB_MIN_PARALLELISM_ANNOTATION in job_annotations(job) and not job.suspend:
-        return REASON_PARTIAL_ADMISSION
-    current = elastic.current_slice(workloads)
-    if current is not None and elastic.holds_quota(current) and not is_elastic_job(job):
-        return REASON_NOT_ELASTIC
-    return ""
+    """Why the job cannot be scaled now ("" if it can): the rule the service refuses on
+    (``elastic.scale_refusal``), in the page's words."""
+    refused = elastic.scale_refusal(job, workloads)
+    return _REASONS[refused] if refused else ""
 
 
 def scale_control(

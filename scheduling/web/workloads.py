@@ -29,10 +29,11 @@ from django.views.decorators.http import require_GET, require_POST
 from kueueweb.roles import Role, can_operate_in, role_of
 from multicluster.choices import MULTIKUEUE_CONTROLLER_NAME, ClusterRole, Dispatcher
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig, Pod, PodGroup
+from scheduling import actions, jobs, services, snapshots, yamlio
 from scheduling import conditions as cond
-from scheduling import jobs, services, yamlio
 from scheduling.api.workload_serializers import job_to_dict
 from scheduling.choices import WorkloadPhase
+from scheduling.core.quantities import format_amount
 from scheduling.models import ClusterQueue, Event, LocalQueue, Workload
 from scheduling.web import slices
 from scheduling.web.forms import WorkloadListFilter
@@ -187,17 +188,27 @@ def _pod_sets(wl: Workload) -> list[dict[str, Any]]:
 
 
 def _admission(wl: Workload) -> dict[str, Any] | None:
+    """``status.admission``, and beside each pod set what it holds now when that is less
+    (``snapshots.held_admission``: reclaimable pods, an elastic scale-down in place)."""
     if not wl.admission:
         return None
+    held = {psa.name: psa for psa in snapshots.held_admission(
+        {"admission": wl.admission, "pod_sets": wl.pod_sets,
+         "reclaimable_pods": wl.reclaimable_pods}).pod_sets}
     assignments = []
     for psa in wl.admission.get("podSetAssignments") or ():
         flavors = psa.get("flavors") or {}
         usage = psa.get("resourceUsage") or {}
+        now = held.get(psa.get("name", ""))
+        smaller = now is not None and now.count < int(psa.get("count") or 0)
         assignments.append({
             "name": psa.get("name", ""),
             "count": psa.get("count"),
+            "held_count": now.count if smaller and now is not None else None,
             "resources": [
-                {"resource": r, "flavor": flavors.get(r, ""), "usage": usage.get(r, "")}
+                {"resource": r, "flavor": flavors.get(r, ""), "usage": usage.get(r, ""),
+                 "held": format_amount(r, now.resource_usage.get(r, 0))
+                 if smaller and now is not None else ""}
                 for r in sorted(set(flavors) | set(usage))
             ],
         })
@@ -372,10 +383,12 @@ def _region_controls(wl: Workload, request: HttpRequest, *, page: bool = False) 
     """The controls; on the page itself (``page``) also the errors of the last scale attempt,
     which the live refreshes of the region keep (``hx-preserve``)."""
     may_act = can_operate_in(request.user, wl.namespace)
-    reserved = services.has_quota_reservation(wl)
+    finished = actions.finished_refusal(wl)
     context: dict[str, Any] = {
         "may_act": may_act,
-        "can_evict": reserved and wl.cluster_queue_id is not None and not _is_evicted(wl),
+        # What the state allows, as the services decide (``scheduling.actions``).
+        "actions": actions.allowed(wl),
+        "finished_reason": finished.message if finished is not None else "",
     }
     if wl.job is not None and may_act:
         flash = slices.pop_scale_errors(request, wl.job) if page else None
@@ -433,7 +446,7 @@ def workload_region(
 # Controls
 # =========================================================================================
 
-ACTIONS = ("deactivate", "activate", "evict", "delete-job")
+ACTIONS = actions.ACTIONS
 
 
 def _error_text(exc: Exception) -> str:
@@ -469,8 +482,10 @@ def workload_action(
             messages.success(request, f"Workload {label} evicted; it goes back to its queue "
                              "once its pods are gone.")
         else:
-            if wl.job is None:
-                messages.error(request, f"Workload {label} has no job to delete.")
+            refused = actions.refusal(wl, actions.DELETE_JOB)
+            if refused is not None or wl.job is None:
+                messages.error(request, f"Could not delete the job of {label}: "
+                               f"{refused.message if refused else 'it has none'}")
                 return HttpResponseRedirect(detail_url)
             job_name = wl.job.name
             services.delete_job(wl.job)

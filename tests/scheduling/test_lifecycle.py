@@ -250,6 +250,52 @@ def test_lost_node_waits_for_recovery_and_recovers(
     assert condition(workload_of(job), "PodsReady")["reason"] == "Recovered"
 
 
+def test_pods_ready_starts_over_after_a_pods_ready_timeout_eviction(
+    make_queue: Callable[..., ClusterQueue], reconcilers: Reconcilers, manager: Cluster,
+    settings: Any, t0: datetime,
+) -> None:
+    """Kueue's job reconciler (``generatePodsReadyCondition``): a workload that is not
+    admitted, evicted and requeued included, is PodsReady=False ``WaitForStart``. A
+    workload evicted while waiting for recovery is admitted again waiting for its pods
+    from the start: the PodsReady timeout counts from the new admission (not the recovery
+    timeout from the old condition), and ready pods make it ``Started``, not ``Recovered``."""
+    from multicluster.simulated import faults
+
+    set_config(settings, PODS_READY_TIMEOUT_SECONDS=300, PODS_READY_RECOVERY_TIMEOUT_SECONDS=120,
+               REQUEUE_BACKOFF_BASE_SECONDS=60)
+    make_queue("cq", {"cpu": "10"})
+    job = services.submit_job(job_manifest("fragile", "lq-cq", run_seconds=6000),
+                              namespace="ns")
+    reconcilers.step(t0)
+    reconcilers.step(at(t0, 2))
+    assert condition(workload_of(job), "PodsReady")["reason"] == "Started"
+    nodes = list(Node.objects.filter(cluster=manager))
+    for node in nodes:  # the replacement pod has nowhere to go
+        faults.lose_node(node, now=at(t0, 10))
+    reconcilers.step(at(t0, 10))
+    assert condition(workload_of(job), "PodsReady")["reason"] == "WaitForRecovery"
+
+    reconcilers.step(at(t0, 130))
+    wl = workload_of(job)
+    assert wl.phase == WorkloadPhase.PENDING
+    assert condition(wl, "Evicted")["reason"] == "PodsReadyTimeout"
+    assert wl.scheduling_stats["evictions"] == [
+        {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForRecovery", "count": 1}]
+    ready = condition(wl, "PodsReady")
+    assert (ready["status"], ready["reason"]) == ("False", "WaitForStart")
+
+    for node in nodes:
+        faults.restore_node(node)
+    reconcilers.step(at(t0, 190))  # back-off over: admitted again, pods not ready yet
+    wl = workload_of(job)
+    assert wl.phase == WorkloadPhase.ADMITTED
+    assert condition(wl, "Evicted")["status"] == "False"
+    assert condition(wl, "PodsReady")["reason"] == "WaitForStart"
+    reconcilers.step(at(t0, 192))
+    ready = condition(workload_of(job), "PodsReady")
+    assert (ready["status"], ready["reason"]) == ("True", "Started")
+
+
 def test_failed_pods_past_backoff_limit_fail_the_job(
     make_queue: Callable[..., ClusterQueue], reconcilers: Reconcilers, manager: Cluster,
     t0: datetime,

@@ -15,7 +15,7 @@ from multicluster.models import Cluster, Pod
 from scheduling import conditions as cond
 from scheduling import services
 from scheduling.choices import WorkloadPhase
-from scheduling.models import ClusterQueue, Job, Workload
+from scheduling.models import ClusterQueue, Event, Job, Workload
 from tests.fixtures.accounts import ui_client_for
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
@@ -405,6 +405,27 @@ def test_evicting_a_pending_workload_is_refused_with_a_message(
     assert response.status_code == 200
     assert "Could not evict" in response.content.decode()
     assert not cond.is_true(Workload.objects.get(pk=mixed["beta"].pk).conditions, "Evicted")
+
+
+def test_a_finished_workload_offers_only_deleting_its_job(
+    operator_ui: Client, running: Workload, reconcilers: Reconcilers, t0: datetime,
+) -> None:
+    reconcilers.step(t0 + timedelta(seconds=1100))
+    wl = Workload.objects.get(pk=running.pk)
+    assert wl.phase == WorkloadPhase.FINISHED
+    body = operator_ui.get(detail_url(wl)).content.decode()
+    for control in ("control-deactivate", "control-activate", "control-evict"):
+        assert f'id="{control}"' not in body
+    assert 'id="control-delete-job"' in body
+    assert "The workload has finished (Succeeded)" in body
+
+    events = Event.objects.filter(workload=wl).count()
+    for action, verb in (("evict", "evict"), ("deactivate", "deactivate")):
+        response = operator_ui.post(action_url(wl, action), follow=True)
+        assert f"Could not {verb} team-a/{wl.name}" in response.content.decode()
+    after = Workload.objects.get(pk=wl.pk)
+    assert (after.active, after.conditions) == (True, wl.conditions)
+    assert Event.objects.filter(workload=wl).count() == events
 
 
 def test_delete_job_removes_it_and_goes_to_the_list(
