@@ -1286,7 +1286,7 @@ def set_admission_check_states(
     Applied in one transaction on a locked row.
     """
     with transaction.atomic():
-        wl = Workload.objects.select_for_update().get(pk=workload_id)
+        wl = Workload.objects.select_for_update(no_key=True).get(pk=workload_id)
         states = [dict(s) for s in wl.admission_check_states or ()]
         by_name = {s["name"]: s for s in states}
         for index, update in enumerate(updates):

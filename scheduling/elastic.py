@@ -202,7 +202,9 @@ def scale_job(job: Job, parallelism: Any, *, user: Any = None,
     options: dict[str, Any] = settings.KUEUEWEB
     slices_enabled = bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"])
     with transaction.atomic():
-        locked = Job.objects.select_for_update().filter(pk=job.pk).first()
+        # FOR NO KEY UPDATE: the job's key never changes here, and the cluster's sync pass
+        # inserts pods and workloads that reference this row (FOR KEY SHARE) meanwhile.
+        locked = Job.objects.select_for_update(no_key=True).filter(pk=job.pk).first()
         if locked is None:
             raise ConflictError(f'jobs.batch "{job.name}" not found')
         manifest = locked.manifest
@@ -225,7 +227,7 @@ def scale_job(job: Job, parallelism: Any, *, user: Any = None,
                 f"must leave more than {min_parallelism} pods (annotation "
                 f"{jobs.JOB_MIN_PARALLELISM_ANNOTATION}) to run"))])
         elastic = jobs.is_elastic(annotations, slices_enabled=slices_enabled)
-        workloads = list(locked.workloads.select_for_update())
+        workloads = list(locked.workloads.select_for_update(no_key=True))
         current = current_slice(workloads)
         if current is not None and holds_quota(current) and not elastic:
             raise invalid([FieldError(PARALLELISM_PATH, NOT_ELASTIC_MESSAGE)])

@@ -136,7 +136,11 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
     """One pass of the simulated cluster ``cluster_id`` (a no-op for other connections)."""
     outcome = SyncOutcome()
     with transaction.atomic():
-        cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
+        # One pass per cluster at a time. FOR NO KEY UPDATE, not FOR UPDATE: every
+        # transaction that inserts an event, job, workload or pod of this cluster takes FOR
+        # KEY SHARE on its row (the foreign-key check), which FOR UPDATE would make wait for
+        # the whole pass, and deadlock with a pass that then waits for that transaction.
+        cluster = Cluster.objects.select_for_update(no_key=True).filter(pk=cluster_id).first()
         if cluster is None or cluster.connection_type != ConnectionType.SIMULATED:
             return outcome
         sim = SimulationSettings.of(cluster)
