@@ -5,7 +5,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import task_prerun, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kueueweb.settings")
 
@@ -74,6 +74,19 @@ def _tune_reconciler(**kwargs: Any) -> None:
 
 
 worker_init.connect(_tune_reconciler, weak=False)
+
+
+def _take_request(sender: Any = None, args: Any = None, **kwargs: Any) -> None:
+    """As a run of a coalesced reconciler starts, before its task reads anything: the
+    requests of its target from now on send a message again (``kueueweb.reconcile``)."""
+    from kueueweb import reconcile
+
+    name = getattr(sender, "name", None)
+    if name in reconcile.COALESCED_TASKS:
+        reconcile.taken(name, *(args or ()))
+
+
+task_prerun.connect(_take_request, weak=False)
 
 app = Celery("kueueweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -17,8 +17,8 @@ from multicluster.choices import PodPhase
 from multicluster.models import Cluster, Node, Pod
 from scheduling import conditions as cond
 
-SYNC_TASK = "multicluster.tasks.sync_cluster_task"
-DISPATCH_TASK = "multicluster.tasks.dispatch_task"
+SYNC_TASK = reconcile.CLUSTER_SYNC_TASK
+DISPATCH_TASK = reconcile.DISPATCH_TASK
 
 
 def request_sync(cluster_id: int) -> None:

@@ -64,7 +64,7 @@ from scheduling.models import Event, Job, ResourceFlavor, Workload, name_order
 
 logger = logging.getLogger(__name__)
 
-SYNC_TASK = "multicluster.tasks.sync_cluster_task"
+SYNC_TASK = reconcile.CLUSTER_SYNC_TASK
 DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 Job spec.backoffLimit default
 _ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING)
 _RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
