@@ -2,10 +2,11 @@
 
 import logging
 import os
+import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import task_prerun, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kueueweb.settings")
 
@@ -74,6 +75,46 @@ def _tune_reconciler(**kwargs: Any) -> None:
 
 
 worker_init.connect(_tune_reconciler, weak=False)
+
+
+# When each of beat's tasks last started, by task name (seconds since the epoch): a hash in
+# Redis that tells whether the periodic tasks run on time (``kueueweb.soak``).
+PERIODIC_RUNS_KEY = "kueueweb:periodic-runs"
+_redis_client: Any = None
+
+
+def _record_periodic_run(name: str) -> None:
+    global _redis_client
+    from django.conf import settings
+
+    try:
+        if _redis_client is None:
+            import redis
+
+            _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2.0,
+                                                 socket_connect_timeout=2.0)
+        _redis_client.hset(PERIODIC_RUNS_KEY, name, time.time())
+    except Exception as error:  # noqa: BLE001 - a figure, never a reason for a task to fail
+        logger.debug("the run of %s was not recorded (%s)", name, error)
+
+
+def _task_starts(sender: Any = None, args: Any = None, **kwargs: Any) -> None:
+    """As a task starts, before it reads anything. A coalesced reconciler's run clears its
+    target's mark, so the requests from now on send a message again (``kueueweb.reconcile``);
+    a periodic task's run is recorded."""
+    from django.conf import settings
+
+    from kueueweb import reconcile
+
+    name = getattr(sender, "name", None)
+    if name in reconcile.COALESCED_TASKS:
+        reconcile.taken(name, *(args or ()))
+    elif settings.REDIS_URL and name in {
+            entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}:
+        _record_periodic_run(str(name))
+
+
+task_prerun.connect(_task_starts, weak=False)
 
 app = Celery("kueueweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -6,11 +6,18 @@ period (the safety net), so a request that cannot be sent is logged and dropped.
 must never fail or stall the web request or task that asked: when the broker is down, one
 attempt with bounded timeouts fails, and the process sends nothing more for
 ``BROKER_DOWN_BACKOFF_SECONDS`` rather than paying that wait again on every request.
+
+Every request is coalesced per target (task and arguments): while a message that runs the
+task no later than the request asks still waits for a worker, no other is sent. Each
+reconciler is level-triggered (it reads the state and converges) and asks again for its own
+next deadline when it runs, so the waiting message serves every request it absorbed, and
+the Celery queue holds about one message per target however many changes arrive.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from django.conf import settings
@@ -22,12 +29,23 @@ from kueueweb.cooldown import Cooldown
 
 logger = logging.getLogger(__name__)
 
+# The reconcilers asked for per target (a domain or a cluster id), by Celery task name. Each
+# is coalesced by ``request``, and a run of it clears its target's mark as it starts
+# (``taken``, called for every one of them by ``kueueweb.celery``).
+ADMISSION_TASK = "scheduling.tasks.admission_cycle_task"
+LIFECYCLE_TASK = "scheduling.tasks.lifecycle_task"
+CLUSTER_SYNC_TASK = "multicluster.tasks.sync_cluster_task"
+KUBE_SYNC_TASK = "multicluster.tasks.sync_kube_cluster_task"
+DISPATCH_TASK = "multicluster.tasks.dispatch_task"
+COALESCED_TASKS = frozenset(
+    {ADMISSION_TASK, LIFECYCLE_TASK, CLUSTER_SYNC_TASK, KUBE_SYNC_TASK, DISPATCH_TASK})
+
 BROKER_DOWN_BACKOFF_SECONDS = 5.0
 _broker_down = Cooldown(BROKER_DOWN_BACKOFF_SECONDS)
-# How long a request's mark stands in for the next requests of the same task
-# (``request_once``): longer than a message normally waits for a worker, short enough that a
-# lost message costs little, and shorter than the cooldown above (a mark left by a failed
-# send expires first).
+# How long past its due time a request's mark stands in for the next requests of the same
+# target: longer than a message normally waits for a worker, short enough that a lost
+# message costs little, and shorter than the cooldown above (a mark left by a failed send
+# expires first).
 REQUEST_ONCE_SECONDS = 2
 
 
@@ -42,34 +60,29 @@ def request(task_name: str, *args: Any) -> None:
 
 def request_later(task_name: str, delay_seconds: float, *args: Any) -> None:
     """As ``request``, but run no sooner than ``delay_seconds`` after the commit: a
-    reconciler asks to be woken at its next deadline (a pod start, a timeout)."""
+    reconciler asks to be woken at its next deadline (a pod start, a timeout).
+
+    In production the request marks its target as waiting, with the time its message is
+    due (a key in the cache, which is Redis, until ``REQUEST_ONCE_SECONDS`` after that
+    time). A request that finds a mark due no later than itself sends nothing: that
+    message's run starts after this transaction committed, so it sees this change, and it
+    asks again for any deadline still ahead. One due later is replaced by an earlier
+    message. A message that is never run (a host lost with it) leaves its mark: the
+    requests until it expires are dropped, and the periodic pass serves them, as it serves
+    those dropped while the broker is down. The embedded loop runs requests that piled up
+    once anyway."""
     delay = max(float(delay_seconds), 0.0)
-    transaction.on_commit(lambda: _deliver(task_name, args, delay, once=False))
+    transaction.on_commit(lambda: _deliver(task_name, args, delay))
 
 
-def request_once(task_name: str, *args: Any) -> None:
-    """As ``request``, for a task that calls ``taken`` as it starts, before it reads
-    anything (an admission cycle): while an earlier request's message still waits for a
-    worker, no other is sent.
-
-    That message's run starts after this transaction committed, so it sees this change too;
-    another message would only run the task again on the same state. Celery runs every
-    message it holds, so in production the first request of a burst marks the task as
-    waiting (a key in the cache, which is Redis, for ``REQUEST_ONCE_SECONDS``) and the
-    requests after it find the mark; ``taken`` clears it. A message that is never run (a
-    host lost with it) leaves its mark: the requests of the next ``REQUEST_ONCE_SECONDS`` at
-    most are dropped, and the periodic pass serves them, as it serves those dropped while
-    the broker is down. A mark that expires early costs one run more. The embedded loop
-    runs requests that piled up once anyway."""
-    transaction.on_commit(lambda: _deliver(task_name, args, 0.0, once=True))
-
-
-def _deliver(task_name: str, args: tuple[Any, ...], delay: float, *, once: bool) -> None:
+def _deliver(task_name: str, args: tuple[Any, ...], delay: float) -> None:
     """After the commit: send the request to Celery in production, or queue it for the
-    embedded loop if it runs (else drop it). ``once``: see ``request_once``; a send that
-    fails leaves the mark to expire, before the broker's cooldown ends."""
+    embedded loop if it runs (else drop it). A send that fails leaves the mark to expire,
+    before the broker's cooldown ends."""
     if settings.RECONCILER_MODE == "celery":
-        if once and (_broker_down.active or not _mark_waiting(task_name, args)):
+        delay = min(delay, max_countdown())
+        if task_name in COALESCED_TASKS and (
+                _broker_down.active or not _mark_waiting(task_name, args, delay)):
             return
         send_to_celery(task_name, list(args), delay)
     elif embedded.is_running():
@@ -77,8 +90,8 @@ def _deliver(task_name: str, args: tuple[Any, ...], delay: float, *, once: bool)
 
 
 def taken(task_name: str, *args: Any) -> None:
-    """Called by a task of ``request_once`` as it starts, before it reads anything: the
-    requests from now on are sent again, since this run may read before their changes."""
+    """Called as a run of a coalesced task starts, before it reads anything: the requests
+    from now on are sent again, since this run may read before their changes."""
     if settings.RECONCILER_MODE != "celery" or _broker_down.active:
         return
     try:
@@ -93,12 +106,24 @@ def _waiting_key(task_name: str, args: tuple[Any, ...]) -> str:
     return ":".join(["kueueweb:waiting", task_name, *map(str, args)])
 
 
-def _mark_waiting(task_name: str, args: tuple[Any, ...]) -> bool:
-    """Mark the task as waiting; False if it already was (a message is on its way) or if
-    Redis failed (then the broker is down too: the request is dropped, as
-    ``send_to_celery`` drops it, and the periodic reconcilers catch up)."""
+def _mark_waiting(task_name: str, args: tuple[Any, ...], delay: float) -> bool:
+    """Mark the target as waiting for a message due in ``delay`` seconds; False if a
+    message due no later already waits, or if Redis failed (then the broker is down too:
+    the request is dropped, as ``send_to_celery`` drops it, and the periodic reconcilers
+    catch up).
+
+    Two requests that race here may both send: one run more, never one fewer."""
+    key = _waiting_key(task_name, args)
+    due = time.time() + delay
+    timeout = delay + REQUEST_ONCE_SECONDS
     try:
-        return bool(cache.add(_waiting_key(task_name, args), 1, timeout=REQUEST_ONCE_SECONDS))
+        if cache.add(key, due, timeout=timeout):
+            return True
+        waiting = cache.get(key)
+        if waiting is not None and float(waiting) <= due:
+            return False
+        cache.set(key, due, timeout=timeout)
+        return True
     except Exception as error:  # noqa: BLE001 - any Redis failure
         _broker_down.trip()
         logger.warning("task %s not sent (%s: %s); the periodic reconcilers will catch up",

@@ -396,6 +396,15 @@ if KUEUEWEB["DEMO_TRAFFIC_INTERVAL_SECONDS"] > 0:
         "task": "scheduling.tasks.demo_traffic_task",
         "schedule": KUEUEWEB["DEMO_TRAFFIC_INTERVAL_SECONDS"],
     }
+# Celery beat's tasks go to a queue of their own, which every worker reads besides the
+# default one (a worker started without -Q reads every queue listed here, in turn): the
+# safety net never waits behind the work it is the safety net for. One that still waited a
+# whole period is dropped, since the next one is on its way.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+PERIODIC_TASK_QUEUE = "periodic"
+CELERY_TASK_QUEUES: dict[str, dict[str, Any]] = {CELERY_TASK_DEFAULT_QUEUE: {}, PERIODIC_TASK_QUEUE: {}}
+for _entry in CELERY_BEAT_SCHEDULE.values():
+    _entry["options"] = {"queue": PERIODIC_TASK_QUEUE, "expires": float(_entry["schedule"])}
 DATA_UPLOAD_MAX_MEMORY_SIZE = KUEUEWEB["MAX_MANIFEST_BYTES"] + 64 * 1024
 
 LOGGING = {

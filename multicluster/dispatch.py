@@ -152,7 +152,7 @@ def sync_dispatch(cluster_id: int, *, now: datetime) -> DispatchOutcome:
         "pk", flat=True)
     for pk in list(candidates):
         with transaction.atomic():
-            wl = (Workload.objects.select_for_update(of=("self",)).select_related("job")
+            wl = (Workload.objects.select_for_update(of=("self",), no_key=True).select_related("job")
                   .filter(pk=pk).first())
             if wl is None:
                 continue

@@ -59,11 +59,11 @@ from scheduling.models import (
 
 logger = logging.getLogger(__name__)
 
-ADMISSION_TASK = "scheduling.tasks.admission_cycle_task"
+ADMISSION_TASK = reconcile.ADMISSION_TASK
 # The reconciler of the cluster that runs a domain's admitted jobs (multicluster.tasks).
-CLUSTER_SYNC_TASK = "multicluster.tasks.sync_cluster_task"
+CLUSTER_SYNC_TASK = reconcile.CLUSTER_SYNC_TASK
 # MultiKueue's dispatch pass of the hub (multicluster.dispatch).
-DISPATCH_TASK = "multicluster.tasks.dispatch_task"
+DISPATCH_TASK = reconcile.DISPATCH_TASK
 _RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 
 
@@ -113,7 +113,7 @@ def cycle_policy() -> CyclePolicy:
 def request_admission(cluster_id: int) -> None:
     """Ask for an admission cycle of the domain once the current transaction commits (and
     tell the browsers watching it that something changed)."""
-    reconcile.request_once(ADMISSION_TASK, cluster_id)
+    reconcile.request(ADMISSION_TASK, cluster_id)
     live.notify(cluster_id)
 
 
@@ -139,9 +139,6 @@ def request_cluster_sync(cluster_id: int) -> None:
 
 def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
     """Run one scheduling cycle of the domain; a no-op if another worker holds its lease."""
-    # Before anything is read: a request from now on must reach a cycle (if the lease is
-    # busy, through the holder's ``wanted`` note).
-    reconcile.taken(ADMISSION_TASK, cluster_id)
     holder = new_holder_id()
     config: dict[str, Any] = settings.KUEUEWEB
     lease_for = timedelta(seconds=int(config["ADMISSION_LEASE_SECONDS"]))
@@ -159,7 +156,7 @@ def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
             wanted = release(cluster_id, holder)
         if wanted:
             # Asked for while we ran: the change may have come after our snapshot.
-            reconcile.request_once(ADMISSION_TASK, cluster_id)
+            reconcile.request(ADMISSION_TASK, cluster_id)
 
 
 def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleOutcome:
@@ -1141,9 +1138,17 @@ def requeue_due_queues(cluster_id: int, *, now: datetime) -> int:
     """Requeue the parked workloads of the queues whose batched requeue is due.
 
     The marks are cleared in the transaction that requeues: a requeue that fails leaves
-    them for the next cycle rather than its workloads parked until another release."""
-    due = list(ClusterQueue.objects.filter(cluster_id=cluster_id, requeue_due_at__lte=now)
-               .values_list("pk", flat=True))
+    them for the next cycle rather than its workloads parked until another release.
+
+    A requeue still ahead is asked for again: the wake-up that ``queue_inadmissible_workloads``
+    asked for was dropped if this cycle's message was due earlier (``kueueweb.reconcile``
+    sends one message per domain, the earliest)."""
+    marked = list(ClusterQueue.objects.filter(cluster_id=cluster_id, requeue_due_at__isnull=False)
+                  .values_list("pk", "requeue_due_at"))
+    due = [pk for pk, due_at in marked if due_at is not None and due_at <= now]
+    ahead = [due_at for _, due_at in marked if due_at is not None and due_at > now]
+    if ahead:
+        reconcile.request_later(ADMISSION_TASK, (min(ahead) - now).total_seconds(), cluster_id)
     if not due:
         return 0
     tree = cohort_tree_queue_ids(cluster_id, due)
@@ -1306,7 +1311,7 @@ def set_admission_check_states(
     Applied in one transaction on a locked row.
     """
     with transaction.atomic():
-        wl = Workload.objects.select_for_update().get(pk=workload_id)
+        wl = Workload.objects.select_for_update(no_key=True).get(pk=workload_id)
         states = [dict(s) for s in wl.admission_check_states or ()]
         by_name = {s["name"]: s for s in states}
         for index, update in enumerate(updates):

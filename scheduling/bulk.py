@@ -224,6 +224,21 @@ def _column(model: type[db_models.Model], name: str) -> tuple[db_models.Field[An
     return field, connection.ops.quote_name(field.column)
 
 
+def _row_lock(model: type[db_models.Model], fields: Sequence[db_models.Field[Any, Any]]) -> str:
+    """The row lock of an UPDATE that writes ``fields``: the one PostgreSQL's UPDATE itself
+    takes. FOR NO KEY UPDATE unless a written column belongs to a key (a primary key or a
+    unique constraint), so inserts that reference the rows keep their foreign-key checks
+    (FOR KEY SHARE) from waiting for the writer's commit."""
+    meta = model._meta
+    key_columns = {name for names in meta.unique_together for name in names}
+    for constraint in meta.constraints:
+        if isinstance(constraint, db_models.UniqueConstraint):
+            key_columns.update(constraint.fields)
+    if any(f.primary_key or f.unique or f.name in key_columns for f in fields):
+        return "FOR UPDATE"
+    return "FOR NO KEY UPDATE"
+
+
 def update_versioned(
     model: type[db_models.Model],
     changes: Sequence[VersionedChange],
@@ -265,7 +280,8 @@ def update_versioned(
             conditions.append(f"{table}.{column} IN ({', '.join(['%s'] * len(allowed))})")
             where_params.extend(allowed)
     lock_sql = (f"SELECT {', '.join([pk_column, *(column for column, _ in checks)])} "
-                f"FROM {table} WHERE {pk_column} = ANY(%s) ORDER BY {pk_column} FOR UPDATE")
+                f"FROM {table} WHERE {pk_column} = ANY(%s) ORDER BY {pk_column} "
+                f"{_row_lock(model, [field for field, _ in targets])}")
     written: set[int] = set()
     ordered = sorted(changes, key=lambda change: change.pk)
     # The check and the write are one transaction, so the lock holds until the commit.

@@ -232,12 +232,14 @@ def scale_job(job: Job, parallelism: Any, *, user: Any = None,
     options: dict[str, Any] = settings.KUEUEWEB
     slices_enabled = bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"])
     with transaction.atomic():
-        locked = Job.objects.select_for_update().filter(pk=job.pk).first()
+        # FOR NO KEY UPDATE: the job's key never changes here, and the cluster's sync pass
+        # inserts pods and workloads that reference this row (FOR KEY SHARE) meanwhile.
+        locked = Job.objects.select_for_update(no_key=True).filter(pk=job.pk).first()
         if locked is None:
             raise ConflictError(f'jobs.batch "{job.name}" not found')
         manifest = locked.manifest
         previous = parallelism_of(manifest)
-        workloads = list(locked.workloads.select_for_update())
+        workloads = list(locked.workloads.select_for_update(no_key=True))
         refused = scale_refusal(locked, workloads)
         if refused == SCALE_FINISHED:
             raise invalid([FieldError(PARALLELISM_PATH, FINISHED_MESSAGE)])

@@ -41,7 +41,7 @@ from scheduling.snapshots import epoch as _epoch
 
 logger = logging.getLogger(__name__)
 
-LIFECYCLE_TASK = "scheduling.tasks.lifecycle_task"
+LIFECYCLE_TASK = reconcile.LIFECYCLE_TASK
 _RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 
 # Requeued=False reasons whose back-off ends by time (requeueAt).

@@ -5,6 +5,11 @@ cycle of the same domain; the lease (a conditional UPDATE on ``AdmissionLease``)
 through, and expires so that a dead worker's domain is taken over. Because a slow holder
 could outlive its lease, the apply step also *fences*: inside its transaction it locks the
 lease row and checks it still holds it, so two cycles can never both write decisions.
+
+Rows are locked FOR NO KEY UPDATE here and everywhere else (``select_for_update(no_key=True)``):
+the holders still exclude each other, and the foreign-key checks of inserts that reference
+the row (FOR KEY SHARE) do not wait for them. Only a transaction that deletes a row or
+changes its key needs FOR UPDATE, and PostgreSQL takes it for that statement itself.
 """
 
 from __future__ import annotations
@@ -68,7 +73,7 @@ def release(cluster_id: int, holder: str) -> bool:
     then takes the free lease itself).
     """
     with transaction.atomic():
-        lease = (AdmissionLease.objects.select_for_update()
+        lease = (AdmissionLease.objects.select_for_update(no_key=True)
                  .filter(cluster_id=cluster_id, holder=holder).first())
         if lease is None:
             return False
@@ -77,7 +82,7 @@ def release(cluster_id: int, holder: str) -> bool:
 
 def held_lease(cluster_id: int, holder: str, *, now: datetime) -> AdmissionLease | None:
     """Inside a transaction: lock the lease row; the lease if ``holder`` still holds it."""
-    lease = AdmissionLease.objects.select_for_update().filter(cluster_id=cluster_id).first()
+    lease = AdmissionLease.objects.select_for_update(no_key=True).filter(cluster_id=cluster_id).first()
     if (lease is not None and lease.holder == holder and lease.expires_at is not None
             and lease.expires_at > now):
         return lease

@@ -532,7 +532,7 @@ def evict_workload(
     now = now or timezone.now()
     username = user.get_username() if user is not None and user.is_authenticated else "system"
     with transaction.atomic():
-        locked = (Workload.objects.select_for_update(of=("self",)).select_related("job")
+        locked = (Workload.objects.select_for_update(of=("self",), no_key=True).select_related("job")
                   .filter(pk=workload.pk).first())
         if locked is None:
             raise ConflictError(f'workloads.kueue.x-k8s.io "{workload.name}" not found')

@@ -155,7 +155,7 @@ def store_nodes(cluster: Cluster, nodes: Sequence[Mapping[str, Any]]) -> None:
     """Upsert the observed nodes (``reduce_node`` shape), delete the vanished ones, and set
     the cluster's capacity to their sum."""
     with transaction.atomic():
-        existing = {n.name: n for n in Node.objects.select_for_update().filter(cluster=cluster)}
+        existing = {n.name: n for n in Node.objects.select_for_update(no_key=True).filter(cluster=cluster)}
         seen: set[str] = set()
         for data in nodes:
             name = str(data.get("name", ""))

@@ -75,7 +75,7 @@ from scheduling.models import Event, Job, ResourceFlavor, Workload
 
 logger = logging.getLogger(__name__)
 
-SYNC_TASK = "multicluster.tasks.sync_kube_cluster_task"
+SYNC_TASK = reconcile.KUBE_SYNC_TASK
 DEFAULT_WATCH_QUIET_SECONDS = 1.0
 DEFAULT_WATCH_MAX_SECONDS = 5.0
 DEFAULT_PROBE_INTERVAL_SECONDS = 60

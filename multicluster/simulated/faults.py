@@ -17,8 +17,8 @@ from multicluster.choices import PodPhase
 from multicluster.models import Cluster, Node, Pod
 from scheduling import conditions as cond
 
-SYNC_TASK = "multicluster.tasks.sync_cluster_task"
-DISPATCH_TASK = "multicluster.tasks.dispatch_task"
+SYNC_TASK = reconcile.CLUSTER_SYNC_TASK
+DISPATCH_TASK = reconcile.DISPATCH_TASK
 
 
 def request_sync(cluster_id: int) -> None:
@@ -70,7 +70,7 @@ def disconnect_cluster(cluster: Cluster, *, now: datetime) -> None:
     from the first loss). The hub keeps a workload it won for ``workerLostTimeout``, then
     dispatches it again; nothing is nominated to it meanwhile."""
     with transaction.atomic():
-        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        locked = Cluster.objects.select_for_update(no_key=True).get(pk=cluster.pk)
         locked.conditions = cond.set_condition(
             locked.conditions, "Active", False, "ClientConnectionFailed",
             "The simulated cluster was disconnected (fault injected)", now=now)
@@ -83,7 +83,7 @@ def disconnect_cluster(cluster: Cluster, *, now: datetime) -> None:
 def reconnect_cluster(cluster: Cluster, *, now: datetime) -> None:
     """The simulated worker answers again: ``Active=True`` (``Connected``), no ``lostSince``."""
     with transaction.atomic():
-        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        locked = Cluster.objects.select_for_update(no_key=True).get(pk=cluster.pk)
         locked.conditions = cond.set_condition(locked.conditions, "Active", True, "Active",
                                                "Connected", now=now)
         locked.lost_since = None

@@ -64,7 +64,7 @@ from scheduling.models import Event, Job, ResourceFlavor, Workload, name_order
 
 logger = logging.getLogger(__name__)
 
-SYNC_TASK = "multicluster.tasks.sync_cluster_task"
+SYNC_TASK = reconcile.CLUSTER_SYNC_TASK
 DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 Job spec.backoffLimit default
 _ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING)
 _RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
@@ -136,7 +136,11 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
     """One pass of the simulated cluster ``cluster_id`` (a no-op for other connections)."""
     outcome = SyncOutcome()
     with transaction.atomic():
-        cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
+        # One pass per cluster at a time. FOR NO KEY UPDATE, not FOR UPDATE: every
+        # transaction that inserts an event, job, workload or pod of this cluster takes FOR
+        # KEY SHARE on its row (the foreign-key check), which FOR UPDATE would make wait for
+        # the whole pass, and deadlock with a pass that then waits for that transaction.
+        cluster = Cluster.objects.select_for_update(no_key=True).filter(pk=cluster_id).first()
         if cluster is None or cluster.connection_type != ConnectionType.SIMULATED:
             return outcome
         sim = SimulationSettings.of(cluster)

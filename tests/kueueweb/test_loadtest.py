@@ -75,3 +75,13 @@ def test_live_load_test_delivers_a_burst_to_every_client(
         assert client["missed"] == 0
     assert set(report["checks"]) >= {"every_client_saw_the_last_change", "lag_not_growing"}
     assert report["checks"]["every_client_saw_the_last_change"] is True
+
+
+@pytest.mark.django_db
+def test_the_soak_refuses_to_run_without_postgresql_and_redis(settings: Any) -> None:
+    from django.db import connection
+
+    if connection.vendor == "postgresql" and settings.REDIS_URL:
+        settings.REDIS_URL = ""
+    with pytest.raises(CommandError, match="PostgreSQL .*Redis"):
+        call_command("loadtest", "soak", "--seconds", "1")

@@ -1,5 +1,6 @@
-"""Requests for reconcilers (``kueueweb.reconcile``): in production, a burst of admission
-requests becomes one Celery message until a cycle takes it (``request_once``).
+"""Requests for reconcilers (``kueueweb.reconcile``): in production, a burst of requests
+for one target becomes one Celery message until a run takes it, whichever reconciler it
+asks for and whenever it asks it to run.
 
 Against the real Redis broker: with no worker, so that the messages stay in the queue to
 be counted, and with two real workers and no beat, so that a request held back and never
@@ -16,8 +17,8 @@ import redis
 from django.db import connection, transaction
 
 from kueueweb import reconcile
+from kueueweb.reconcile import ADMISSION_TASK, CLUSTER_SYNC_TASK
 from multicluster.models import Cluster
-from scheduling.admission import ADMISSION_TASK
 
 pytestmark = pytest.mark.production
 
@@ -54,7 +55,7 @@ def _messages(client: redis.Redis, task_name: str, cluster_id: int) -> int:
 
 def _request_in_transaction(task_name: str, cluster_id: int) -> None:
     with transaction.atomic():  # sent when it commits
-        reconcile.request_once(task_name, cluster_id)
+        reconcile.request(task_name, cluster_id)
 
 
 def test_a_burst_is_one_message_until_a_run_takes_it(broker: redis.Redis,
@@ -74,6 +75,34 @@ def test_a_burst_is_one_message_until_a_run_takes_it(broker: redis.Redis,
         _request_in_transaction(ADMISSION_TASK, manager.pk)
     assert _messages(broker, ADMISSION_TASK, manager.pk) == 2
     assert _messages(broker, ADMISSION_TASK, other) == 1
+
+
+@pytest.mark.parametrize("task_name", sorted(reconcile.COALESCED_TASKS))
+def test_every_reconciler_is_one_message_per_target(broker: redis.Redis, manager: Cluster,
+                                                    task_name: str) -> None:
+    for _ in range(5):
+        _request_in_transaction(task_name, manager.pk)
+    assert _messages(broker, task_name, manager.pk) == 1
+
+
+def test_a_wake_up_after_a_waiting_message_sends_none(broker: redis.Redis,
+                                                      manager: Cluster) -> None:
+    # A pass asks to be woken at its next pod start while a request's message waits: that
+    # message's pass asks again for whatever is still ahead.
+    _request_in_transaction(CLUSTER_SYNC_TASK, manager.pk)
+    for delay in (0.5, 3.0, 3.0):
+        with transaction.atomic():
+            reconcile.request_later(CLUSTER_SYNC_TASK, delay, manager.pk)
+    assert _messages(broker, CLUSTER_SYNC_TASK, manager.pk) == 1
+
+
+def test_an_earlier_request_is_sent_ahead_of_a_later_wake_up(broker: redis.Redis,
+                                                             manager: Cluster) -> None:
+    with transaction.atomic():
+        reconcile.request_later(CLUSTER_SYNC_TASK, 60.0, manager.pk)
+    _request_in_transaction(CLUSTER_SYNC_TASK, manager.pk)
+    _request_in_transaction(CLUSTER_SYNC_TASK, manager.pk)  # finds the earlier one
+    assert _messages(broker, CLUSTER_SYNC_TASK, manager.pk) == 2
 
 
 def test_a_mark_whose_message_is_lost_expires(broker: redis.Redis, manager: Cluster,

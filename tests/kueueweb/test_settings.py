@@ -78,3 +78,14 @@ def test_postgresql_connections_run_without_jit() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SHOW jit")
         assert cursor.fetchone()[0] == "off"
+
+
+def test_beat_sends_to_a_queue_every_worker_reads_and_drops_what_waited_a_period() -> None:
+    from django.conf import settings
+
+    queues = set(settings.CELERY_TASK_QUEUES)
+    assert {settings.CELERY_TASK_DEFAULT_QUEUE, settings.PERIODIC_TASK_QUEUE} <= queues
+    assert settings.PERIODIC_TASK_QUEUE != settings.CELERY_TASK_DEFAULT_QUEUE
+    for name, entry in settings.CELERY_BEAT_SCHEDULE.items():
+        assert entry["options"] == {"queue": settings.PERIODIC_TASK_QUEUE,
+                                    "expires": float(entry["schedule"])}, name

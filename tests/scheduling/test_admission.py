@@ -108,7 +108,7 @@ def _admission_requests(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, .
     from kueueweb import reconcile
 
     asked: list[tuple[object, ...]] = []
-    monkeypatch.setattr(reconcile, "request_once", lambda task, *args: asked.append(args)
+    monkeypatch.setattr(reconcile, "request", lambda task, *args: asked.append(args)
                         if task == admission.ADMISSION_TASK else None)
     return asked
 
@@ -378,7 +378,7 @@ def test_a_cycle_asked_for_while_one_ran_runs_after_it(
     make_queue("cq", {"cpu": "2"})
     make_workload("a", "lq-cq", {"cpu": "3"})  # never fits: the cycle itself asks for none
     asked: list[tuple[str, tuple[object, ...]]] = []
-    monkeypatch.setattr(reconcile, "request_once", lambda task, *args: asked.append((task, args)))
+    monkeypatch.setattr(reconcile, "request", lambda task, *args: asked.append((task, args)))
     decide = admission.run_cycles
 
     def run_cycles(*args: object, **kwargs: object) -> admission.Rounds:
@@ -980,3 +980,23 @@ def test_a_requeue_reads_only_the_parked_rows(manager, make_queue, make_workload
     assert any(f"{index} (local_queue_id=? AND phase=? AND queue_state=?)" in step
                for step in plan for index in ("workload_queue_order", "workload_queue_shapes")
                ), plan
+
+
+def test_a_cycle_before_a_batched_requeue_asks_for_a_cycle_at_its_time(
+    manager, make_queue, monkeypatch, django_capture_on_commit_callbacks
+) -> None:
+    from kueueweb import reconcile
+
+    make_queue("cq", {"cpu": "2"})
+    ClusterQueue.objects.filter(name="cq").update(requeue_due_at=NOW + timedelta(seconds=3))
+    asked: list[tuple[str, float, tuple[object, ...]]] = []
+    monkeypatch.setattr(reconcile, "request_later",
+                        lambda task, delay, *args: asked.append((task, delay, args)))
+
+    # The wake-up asked for with the release may have found an earlier cycle's message and
+    # sent none: that cycle asks for it again.
+    with django_capture_on_commit_callbacks(execute=True):
+        _cycle(manager.pk, NOW + timedelta(seconds=1))
+
+    assert (admission.ADMISSION_TASK, 2.0, (manager.pk,)) in asked
+    assert ClusterQueue.objects.get(name="cq").requeue_due_at == NOW + timedelta(seconds=3)

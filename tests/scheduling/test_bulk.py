@@ -11,6 +11,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from scheduling import bulk
 from scheduling.models import Event, Workload
 from tests.fixtures import plans
+from tests.fixtures.row_locks import held_open, write_without_waiting
 
 pytestmark = pytest.mark.django_db
 
@@ -204,3 +205,19 @@ def test_a_batch_that_breaks_a_constraint_raises_djangos_error_and_writes_nothin
     with pytest.raises(IntegrityError), transaction.atomic():
         bulk.insert(Workload, [_draft(manager, "same"), _draft(manager, "same")])
     assert not Workload.objects.filter(name="same").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="needs PostgreSQL row locks")
+def test_update_versioned_leaves_rows_that_reference_the_written_ones_free_to_insert(
+        manager) -> None:
+    (wl,) = bulk.insert(Workload, [_draft(manager, "a")])
+    change = bulk.VersionedChange(wl.pk, wl.resource_version, {"queue_name": "other"})
+
+    with held_open(lambda: bulk.update_versioned(Workload, [change])):
+        write_without_waiting(lambda: Event.objects.create(
+            cluster=manager, workload_id=wl.pk, object_kind="Workload", object_name="a",
+            reason="Pending", created_at=datetime(2026, 1, 1, tzinfo=UTC)))
+
+    assert Workload.objects.get(pk=wl.pk).queue_name == "other"
+    assert Event.objects.filter(workload_id=wl.pk).count() == 1

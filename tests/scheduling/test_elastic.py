@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 
 from multicluster.choices import PodPhase
@@ -26,6 +27,7 @@ from scheduling.models import (
     Workload,
     WorkloadPriorityClass,
 )
+from tests.fixtures.row_locks import held_open, write_without_waiting
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db
@@ -493,3 +495,23 @@ def test_unchanged_parallelism_is_a_no_op(manager: Cluster) -> None:
     assert result.action == "unchanged"
     job.refresh_from_db()
     assert job.manifest["metadata"]["generation"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="needs PostgreSQL row locks")
+def test_scaling_leaves_rows_that_reference_the_job_free_to_insert(
+    manager: Cluster, reconcilers: Reconcilers, t0: datetime,
+) -> None:
+    user_queue(manager, cpu="1")
+    job = services.submit_job(sample_scalable_job(), namespace="default")
+    reconcilers.step(t0)
+    (wl,) = slices(job)
+
+    # The cluster's pass inserts the job's pods while a user scales it.
+    with held_open(lambda: elastic.scale_job(job, 2, now=at(t0, 1))):
+        write_without_waiting(lambda: Pod.objects.create(
+            cluster=manager, job=job, workload=wl, namespace="default", name="extra",
+            created_at=t0))
+
+    assert Pod.objects.filter(job=job, name="extra").exists()
+    assert Job.objects.get(pk=job.pk).manifest["spec"]["parallelism"] == 2

@@ -1,4 +1,5 @@
-"""``manage.py loadtest api|live``: the web side under load (``kueueweb.loadtest``).
+"""``manage.py loadtest api|live|soak``: the web side under load (``kueueweb.loadtest``),
+and the whole production stack under a steady load (``kueueweb.soak``).
 
 ``api`` seeds a large domain into the configured database (only an empty one, unless
 ``--reuse``) and measures the list endpoints and pages; ``live`` sends a burst of changes
@@ -52,6 +53,19 @@ class Command(BaseCommand):
         live.add_argument("--no-sender-throttle", action="store_true",
                           help="send every notification (kueueweb.live.THROTTLE_SECONDS = 0), "
                                "to compare with the throttled sender")
+        soak_parser = sub.add_parser(
+            "soak", help="start Celery workers and beat, send a steady stream of submissions "
+                         "and scale calls, and report deadlocks, 5xx answers, the queue's "
+                         "length and the safety net's lateness (PostgreSQL and Redis only)")
+        soak_parser.add_argument("--seconds", type=float, default=600.0)
+        soak_parser.add_argument("--rate", type=float, default=1.5,
+                                 help="submissions per second (each followed by a scale call)")
+        soak_parser.add_argument("--clients", type=int, default=6)
+        soak_parser.add_argument("--workers", type=int, default=2)
+        soak_parser.add_argument("--concurrency", type=int, default=2)
+        soak_parser.add_argument("--period", type=float, default=2.0,
+                                 help="the periodic reconcilers' interval in seconds")
+        soak_parser.add_argument("--output", help="write the figures as JSON to this file")
         for p in (api, live):
             p.add_argument("--reuse", action="store_true",
                            help="run on a database that already has workloads (seeds the "
@@ -60,6 +74,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         report: dict[str, Any] = {"test": options["test"], "machine": loadtest.machine()}
+        if options["test"] == "soak":
+            self._soak(options, report)
+            return
         report["seed"] = self._seed(options)
         if options["test"] == "api":
             self.stdout.write(f"Measuring {options['requests']} requests per endpoint "
@@ -91,6 +108,25 @@ class Command(BaseCommand):
         for line in lines:
             self.stdout.write(line)
         if options["output"]:
+            Path(options["output"]).write_text(json.dumps(report, indent=2) + "\n")
+            self.stdout.write(f"Figures written to {options['output']}")
+
+    def _soak(self, options: dict[str, Any], report: dict[str, Any]) -> None:
+        from dataclasses import asdict
+
+        from kueueweb import soak
+
+        try:
+            figures = soak.run(seconds=options["seconds"], rate=options["rate"],
+                               clients=options["clients"], workers=options["workers"],
+                               concurrency=options["concurrency"], period=options["period"],
+                               log=self.stdout.write)
+        except RuntimeError as exc:
+            raise CommandError(str(exc)) from exc
+        for line in soak.format_figures(figures):
+            self.stdout.write(line)
+        if options["output"]:
+            report.update(asdict(figures), queue_growth=figures.queue_growth())
             Path(options["output"]).write_text(json.dumps(report, indent=2) + "\n")
             self.stdout.write(f"Figures written to {options['output']}")
 

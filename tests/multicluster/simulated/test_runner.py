@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from multicluster.models import Cluster, Node, Pod
@@ -14,7 +15,14 @@ from multicluster.simulated import runner
 from scheduling import admission, services
 from scheduling import conditions as cond
 from scheduling.choices import StopPolicy, WorkloadPhase
-from scheduling.models import ClusterQueue, ResourceFlavor, Workload, WorkloadPriorityClass
+from scheduling.models import (
+    ClusterQueue,
+    Event,
+    ResourceFlavor,
+    Workload,
+    WorkloadPriorityClass,
+)
+from tests.fixtures.row_locks import held_open, write_without_waiting
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db
@@ -122,3 +130,23 @@ def test_other_connections_are_left_alone(manager: Cluster) -> None:
     manager.connection_type = "kubernetes"
     manager.save()
     assert runner.sync_cluster(manager.pk, now=timezone.now()) == runner.SyncOutcome()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="needs PostgreSQL row locks")
+def test_a_pass_leaves_rows_that_reference_the_cluster_free_to_insert(
+    make_queue: Callable[..., ClusterQueue], manager: Cluster, t0: datetime,
+) -> None:
+    make_queue("cq", {"cpu": "2"})
+    services.submit_job(job_manifest("j", "lq-cq"), namespace="ns")
+    admission.run_admission_cycle(manager.pk, now=t0)
+
+    # A submission's event (and job, workload, pods) checks its cluster's key on insert; a
+    # pass that locked the row against that made submissions wait for it, and deadlock.
+    with held_open(lambda: runner.sync_cluster(manager.pk, now=t0)):
+        write_without_waiting(lambda: Event.objects.create(
+            cluster=manager, object_kind="Job", object_name="j", reason="Created",
+            created_at=t0))
+
+    assert Pod.objects.filter(cluster=manager).count() == 1
+    assert Event.objects.filter(reason="Created", object_name="j").exists()
