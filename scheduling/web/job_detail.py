@@ -35,6 +35,9 @@ JOB_REGIONS = ("summary", "controls", "pods", "slices", "events")
 EVENTS_PAGE_SIZE = 25
 POD_LIMIT = 500
 _INTEGER = re.compile(r"^[+-]?\d+$")
+# Digits kept of a typed number: more are far outside an int32, and Python refuses to read
+# more than 4300 (a ValueError, not a field error).
+_DIGITS_READ = 20
 
 
 def _get_job(cluster: str, namespace: str, name: str) -> Job:
@@ -182,6 +185,14 @@ def _safe_next(request: HttpRequest, job: Job) -> str:
     return slices.job_url(job)
 
 
+def _typed_integer(raw: str) -> int:
+    """The integer typed; one of more than ``_DIGITS_READ`` significant digits becomes one of
+    that many nines, with its sign, which is as far out of range for the service."""
+    sign = "-" if raw.startswith("-") else ""
+    digits = raw.lstrip("+-").lstrip("0") or "0"
+    return int(sign + (digits if len(digits) <= _DIGITS_READ else "9" * _DIGITS_READ))
+
+
 @require_POST
 @reader_required
 def job_scale(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
@@ -197,7 +208,7 @@ def job_scale(request: HttpRequest, cluster: str, namespace: str, name: str) -> 
         errors = [(elastic.PARALLELISM_PATH, "Required: the number of pods to run in parallel")]
     else:
         # As typed: the service names the field when it is not an int32 ≥ 0.
-        value: Any = int(raw) if _INTEGER.match(raw) else raw
+        value: Any = _typed_integer(raw) if _INTEGER.match(raw) else raw
         try:
             result = elastic.scale_job(job, value, user=request.user)
         except ValidationError as exc:

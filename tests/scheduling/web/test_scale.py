@@ -316,6 +316,8 @@ def test_an_unsafe_next_goes_to_the_job_page(operator_ui: Client, elastic_job: J
     ("-1", "must be greater than or equal to 0"),
     ("lots", "must be an integer"),
     ("", "Required"),
+    # More digits than Python reads as an int: refused like any value out of range.
+    ("9" * 5000, "must be less than or equal to 2147483647"),
 ])
 def test_errors_are_shown_next_to_the_control_naming_the_field(
     operator_ui: Client, elastic_job: Job, value: str, expected: str
