@@ -258,7 +258,7 @@ class WorkloadViewSet(_DomainViewSet):
                 workload = services.create_workload(
                     body.get("spec"), namespace=namespace,
                     name=name or jobs.generate_name(generate), cluster=cluster,
-                    labels=labels, annotations=annotations,
+                    labels=labels, annotations=annotations, user=request.user,
                 )
                 break
             except services.ConflictError as exc:
@@ -269,7 +269,8 @@ class WorkloadViewSet(_DomainViewSet):
     def partial_update(self, request: Request, namespace: str, name: str) -> Response:
         workload = self.get_object()
         try:
-            workload = services.update_workload(workload, _body(request.data))
+            workload = services.update_workload(workload, _body(request.data),
+                                                user=request.user)
         except services.ConflictError as exc:
             raise Conflict(str(exc)) from exc
         return Response(self.get_serializer(workload).data)
