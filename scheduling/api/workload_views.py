@@ -195,6 +195,17 @@ class _DomainViewSet(URLArgumentsMixin, GenericViewSet[Any]):
         return Response(self.get_serializer(self.get_object()).data)
 
 
+# What a namespace grant bounds (scheduling.grants), for the API's documentation.
+GRANT_RULES = (
+    "An operator (not an admin) is bound by their namespace grant: every pod template must "
+    "meet its Pod Security Standards level (`baseline` unless set; refused naming the check and "
+    "the field), pods run as `default` or a service account it allows, and the priority comes "
+    "only from a WorkloadPriorityClass it allows, or is 0 (`spec.priority` is refused "
+    "otherwise). Namespaces `kube-system`, `kube-public` and `kube-node-lease` are refused to "
+    "everyone (`metadata.namespace`)."
+)
+
+
 def _body(data: Any) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise ValidationError({"body": ["must be an object"]})
@@ -214,7 +225,7 @@ def _body(data: Any) -> Mapping[str, Any]:
     create=extend_schema(
         summary="Create a workload",
         description="A Workload without a Job (Kueue's custom-workload integration). It starts "
-        "pending in its queue, queued at its creation time.",
+        "pending in its queue, queued at its creation time. " + GRANT_RULES,
         parameters=[NAMESPACE_PARAMETER, CLUSTER_PARAMETER],
         request=WorkloadSerializer,
         responses={201: WorkloadSerializer, 400: FIELD_ERRORS, 401: REFUSED, 403: REFUSED,
@@ -330,7 +341,8 @@ def _workload_metadata(
         description="A batch/v1 Job manifest as JSON or YAML (`Content-Type: application/yaml`"
         " or `text/yaml`). The `kueue.x-k8s.io/queue-name` label names the LocalQueue "
         "(defaulted to `default` when that LocalQueue exists). Kueue creates the Job's "
-        "Workload, which is listed with `?job=NAME`. Answers with the manifest plus `status`.",
+        "Workload, which is listed with `?job=NAME`. Answers with the manifest plus `status`. "
+        + GRANT_RULES,
         parameters=[NAMESPACE_PARAMETER, CLUSTER_PARAMETER],
         request={"application/json": JobSerializer, "application/yaml": JobSerializer,
                  "text/yaml": JobSerializer},
