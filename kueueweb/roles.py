@@ -69,6 +69,8 @@ def submission_grant(
     """
     if user is None or role_of(user) >= Role.ADMIN:
         return None
+    if not user.is_authenticated:
+        return NamespaceGrant(namespace=namespace)
     found = getattr(user, "namespace_grants")  # noqa: B009 (reverse relation)
     grants = {g.namespace: g for g in found.filter(namespace__in=(namespace, ALL_NAMESPACES))}
     return grants.get(namespace) or grants.get(ALL_NAMESPACES) or NamespaceGrant(namespace=namespace)

@@ -9,12 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ValidationError
 from rest_framework.test import APIClient
 
 from kueueweb.models import NamespaceGrant
 from multicluster.models import Cluster
-from scheduling import jobs
+from scheduling import jobs, services
 from scheduling.models import ClusterQueue, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.yamlio import dump_documents
 from tests.fixtures.accounts import ui_client_for
@@ -239,3 +240,11 @@ def test_an_operator_may_not_patch_a_raw_priority_in(
                                      {"spec": {"active": False}}, format="json")
     assert response.status_code == 200, response.json()
     assert Workload.objects.get().priority == MAX_INT32
+
+
+def test_an_anonymous_caller_of_the_service_gets_the_default_grant(domain: Cluster) -> None:
+    body = workload(priority=MAX_INT32)
+    with pytest.raises(ValidationError) as refused:
+        services.create_workload(body["spec"], namespace="team-a", name="anon",
+                                 cluster=domain, user=AnonymousUser())
+    assert list(refused.value.message_dict) == ["spec.priority"]
