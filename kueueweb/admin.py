@@ -80,6 +80,8 @@ class ReadOnlyAdminMixin:
 
 class NamespaceGrantInline(RoleAdminMixin, TabularInline):
     model = NamespaceGrant
+    fields = ["namespace", "pod_security_level", "allowed_service_accounts",
+              "allowed_priority_classes"]
     extra = 1
     verbose_name = "namespace grant"
     verbose_name_plural = 'namespace grants (operators act only in these namespaces; "*" = all)'
@@ -87,8 +89,9 @@ class NamespaceGrantInline(RoleAdminMixin, TabularInline):
 
 @admin.register(NamespaceGrant)
 class NamespaceGrantAdmin(RoleAdminMixin, ModelAdmin):
-    list_display = ["user", "namespace"]
-    list_filter = ["namespace"]
+    list_display = ["user", "namespace", "pod_security_level", "allowed_service_accounts",
+                    "allowed_priority_classes"]
+    list_filter = ["namespace", "pod_security_level"]
     search_fields = ["user__username", "namespace"]
     list_select_related = ["user"]
 

@@ -6,7 +6,7 @@ from enum import IntEnum
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from kueueweb.models import ALL_NAMESPACES
+from kueueweb.models import ALL_NAMESPACES, NamespaceGrant
 
 
 class Role(IntEnum):
@@ -54,3 +54,23 @@ def can_operate_in(user: AbstractBaseUser | AnonymousUser, namespace: str) -> bo
         return False
     grants = granted_namespaces(user)
     return ALL_NAMESPACES in grants or namespace in grants
+
+
+def submission_grant(
+    user: AbstractBaseUser | AnonymousUser | None, namespace: str
+) -> NamespaceGrant | None:
+    """The grant that bounds what ``user`` submits in ``namespace``; None when nothing does
+    (an admin, or kueueweb itself: ``user`` None).
+
+    The grant naming the namespace wins over a ``*`` grant, so an admin can give one
+    namespace a stricter or looser level than the rest. A user with no grant at all gets
+    the defaults (``baseline``, no service account but ``default``, every priority class);
+    ``can_operate_in`` refuses them anyway.
+    """
+    if user is None or role_of(user) >= Role.ADMIN:
+        return None
+    if not user.is_authenticated:
+        return NamespaceGrant(namespace=namespace)
+    found = getattr(user, "namespace_grants")  # noqa: B009 (reverse relation)
+    grants = {g.namespace: g for g in found.filter(namespace__in=(namespace, ALL_NAMESPACES))}
+    return grants.get(namespace) or grants.get(ALL_NAMESPACES) or NamespaceGrant(namespace=namespace)

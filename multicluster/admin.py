@@ -82,7 +82,7 @@ class ClusterForm(ModelForm):
 
     class Meta:
         model = Cluster
-        fields = ["name", "role", "connection_type", "simulation"]
+        fields = ["name", "role", "connection_type", "simulation", "create_namespaces"]
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -155,7 +155,8 @@ class ClusterAdmin(FaultInjectionMixin, EventsFollowTheirObjectMixin, RoleAdminM
     search_fields = ["name"]
     actions = ["disconnect_clusters", "reconnect_clusters"]
     fieldsets = [
-        (None, {"fields": ["name", "role", "connection_type", "simulation"]}),
+        (None, {"fields": ["name", "role", "connection_type", "simulation",
+                           "create_namespaces"]}),
         ("Kubeconfig", {"fields": ["kubeconfig_stored", "kubeconfig_file", "kubeconfig_text",
                                    "clear_kubeconfig"]}),
         ("Status", {"fields": ["active", "conditions_display", "capacity_display", "lost_since",

@@ -38,6 +38,12 @@ class Cluster(models.Model):
     # Simulated clusters: {"startDelaySeconds": 5, "defaultRunSeconds": 60, "speed": 1}
     # (see multicluster.simulated.runner.SimulationSettings).
     simulation = models.JSONField(default=dict, blank=True)
+    # Off by default: on a shared cluster, namespaces are the cluster admins' to create (with
+    # their quotas and policies); Kubernetes' system namespaces are never created either way.
+    create_namespaces = models.BooleanField(
+        default=False, help_text="Create a job's namespace on this Kubernetes cluster when it "
+        "is missing (never kube-system, kube-public or kube-node-lease).",
+    )
     # --- status (written by the cluster reconciler) ---
     conditions = models.JSONField(default=list, blank=True, editable=False)
     lost_since = models.DateTimeField(null=True, blank=True, editable=False)

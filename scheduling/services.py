@@ -17,10 +17,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from kueueweb.roles import can_operate_in
+from kueueweb.models import NamespaceGrant
+from kueueweb.roles import can_operate_in, submission_grant
 from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
-from scheduling import actions, admission, bulk, jobs, lifecycle
+from scheduling import actions, admission, bulk, grants, jobs, lifecycle
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.models import Event, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.validation import FieldError, errors_to_dict
@@ -136,11 +137,16 @@ def submit_job(
     _check_user(user, namespace)
     options = _kueue_settings()
     slices_enabled = bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"])
-    errors = jobs.validate_job_manifest(manifest, namespace=namespace, slices_enabled=slices_enabled)
+    errors = grants.namespace_errors(namespace)
+    errors += jobs.validate_job_manifest(manifest, namespace=namespace,
+                                         slices_enabled=slices_enabled)
     if errors:
         raise invalid(errors)
     metadata = manifest["metadata"]
     labels: Mapping[str, str] = metadata.get("labels") or {}
+    errors = _job_grant_errors(manifest, labels, submission_grant(user, namespace))
+    if errors:
+        raise invalid(errors)
     try:
         with transaction.atomic():
             default_labels = _job_default_labels(labels, domain, namespace)
@@ -163,6 +169,20 @@ def submit_job(
         name = metadata.get("name") or metadata.get("generateName")
         raise ConflictError(f'jobs.batch "{name}" already exists') from exc
     return job
+
+
+def _job_grant_errors(
+    manifest: Mapping[str, Any], labels: Mapping[str, str], grant: NamespaceGrant | None
+) -> list[FieldError]:
+    """What the user's grant refuses in a valid Job: its pod template, and a priority class
+    it names (a class defaulted by kueueweb is the admins' choice, not the user's)."""
+    errors = grants.pod_template_errors(grant, [(manifest["spec"]["template"], "spec.template")])
+    class_name = labels.get(jobs.PRIORITY_CLASS_LABEL)
+    if class_name:
+        path = jobs.label_path(jobs.PRIORITY_CLASS_LABEL)
+        request = jobs.PriorityRequest(jobs.WORKLOAD_PRIORITY_CLASS_SOURCE, class_name, None)
+        errors += grants.priority_errors(grant, request, class_path=path, explicit_path=path)
+    return errors
 
 
 def _job_default_labels(labels: Mapping[str, str], cluster: Cluster, namespace: str) -> dict[str, str]:
@@ -273,6 +293,7 @@ def create_workload(
     cluster: Cluster | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
+    user: AbstractBaseUser | AnonymousUser | None = None,
 ) -> Workload:
     """Create a Workload directly (Kueue's custom-workload integration), pending in its queue.
 
@@ -280,7 +301,7 @@ def create_workload(
     and gives the priority. Raises ValidationError by field path, or ConflictError.
     """
     request = WorkloadRequest(namespace, name, spec, labels or {}, annotations or {})
-    return create_workloads([request], cluster=cluster, prefix_paths=False)[0]
+    return create_workloads([request], cluster=cluster, prefix_paths=False, user=user)[0]
 
 
 def create_workloads(
@@ -288,6 +309,7 @@ def create_workloads(
     *,
     cluster: Cluster | None = None,
     prefix_paths: bool = True,
+    user: AbstractBaseUser | AnonymousUser | None = None,
 ) -> list[Workload]:
     """Create many Workloads in one transaction: all of them or, on any error, none.
 
@@ -295,18 +317,30 @@ def create_workloads(
     (``items[3].spec.podSets[0].count``) unless ``prefix_paths`` is off. The writes are
     batched (one INSERT, one query for the local queues, one for existing names), so a
     generator or an automation that submits thousands of workloads costs a few queries.
+    A ``user`` who is not an admin is bound by their namespace grants (``scheduling.grants``).
     """
     domain = resolve_cluster(cluster)
     slices_enabled = bool(_kueue_settings()["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"])
     errors: list[FieldError] = []
     drafts: list[tuple[WorkloadRequest, jobs.WorkloadSpecValues]] = []
+    bound: dict[str, NamespaceGrant | None] = {}
     for index, request in enumerate(requests):
         item_errors = (jobs.validate_labels(dict(request.labels))
                        + jobs.validate_annotations(dict(request.annotations)))
         item_errors.extend(jobs.validate_object_name(request.name, request.namespace))
+        item_errors.extend(grants.namespace_errors(request.namespace))
         elastic = jobs.is_elastic(request.annotations, slices_enabled=slices_enabled)
         values, spec_errors = jobs.validate_workload_spec(request.spec, elastic=elastic)
         item_errors.extend(spec_errors)
+        if values is not None:
+            if request.namespace not in bound:
+                bound[request.namespace] = submission_grant(user, request.namespace)
+            grant = bound[request.namespace]
+            item_errors.extend(grants.pod_template_errors(
+                grant, grants.workload_templates(request.spec)))
+            item_errors.extend(grants.priority_errors(
+                grant, values.priority, class_path=jobs.priority_class_path(request.spec),
+                explicit_path="spec.priority"))
         prefix = f"items[{index}]." if prefix_paths else ""
         errors.extend(FieldError(prefix + e.path, e.message) for e in item_errors)
         if values is not None:
@@ -388,11 +422,17 @@ def _local_queues(
     return {(lq.namespace, lq.name): lq for lq in found if (lq.namespace, lq.name) in wanted}
 
 
-def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:
+def update_workload(
+    workload: Workload,
+    patch: Mapping[str, Any],
+    *,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> Workload:
     """Apply a JSON merge patch to a workload's spec: ``active`` unless the workload has
     finished (``actions.refusal``); ``queueName``
     and the priority only while no quota is reserved. Pod sets and the maximum execution
-    time cannot change; with quota reserved they are refused with Kueue's messages.
+    time cannot change; with quota reserved they are refused with Kueue's messages. A new
+    priority asked by a ``user`` who is not an admin is bound by their namespace grant.
 
     The write is conditional on the version read, so a change racing with the admission
     cycle is refused (ConflictError) rather than applied to a workload that was admitted
@@ -447,6 +487,11 @@ def update_workload(workload: Workload, patch: Mapping[str, Any]) -> Workload:
         explicit_path="spec.priority",
     )
     if priority != (workload.priority_class_name, workload.priority_class_source, workload.priority):
+        grant_errors = grants.priority_errors(
+            submission_grant(user, workload.namespace), request,
+            class_path=jobs.priority_class_path(merged), explicit_path="spec.priority")
+        if grant_errors:
+            raise invalid(grant_errors)
         if reserved:
             path = "spec.priorityClassRef" if priority[:2] != (
                 workload.priority_class_name, workload.priority_class_source) else "spec.priority"

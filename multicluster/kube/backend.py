@@ -35,6 +35,7 @@ from multicluster.kube.manifests import (
     reduce_node,
     reduce_pod,
 )
+from scheduling.core.pod_security import SYSTEM_NAMESPACES
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,7 @@ class KubeBackend:
         """Create namespace ``name`` unless it exists; True when it was created. A service
         account that may not read or create namespaces is not an error: the job's creation
         will say whether the namespace exists."""
+        _refuse_system_namespace(name)
         try:
             self.kube.call(self.kube.core.read_namespace, name)
             return False
@@ -171,6 +173,7 @@ class KubeBackend:
         return True
 
     def delete_namespace(self, name: str) -> bool:
+        _refuse_system_namespace(name)
         try:
             self.kube.call(self.kube.core.delete_namespace, name)
         except KubeApiError as exc:
@@ -187,6 +190,7 @@ class KubeBackend:
     def create_job(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create the Job; raises KubeApiError (``conflict`` when the name is taken)."""
         namespace = str((body.get("metadata") or {}).get("namespace", ""))
+        _refuse_system_namespace(namespace)
         created: dict[str, Any] = self._jobs(
             self.kube.custom.create_namespaced_custom_object, namespace, "jobs", dict(body),
             _content_type="application/json")
@@ -249,6 +253,7 @@ class KubeBackend:
     def create_gang_workload(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
         """Create the Workload; None when one of that name exists already."""
         namespace = str((body.get("metadata") or {}).get("namespace", ""))
+        _refuse_system_namespace(namespace)
         try:
             created: dict[str, Any] = self.kube.call(
                 self.kube.custom.create_namespaced_custom_object, GANG_API_GROUP,
@@ -412,3 +417,12 @@ class KubeBackend:
         if version:
             state.resource_version = version
         return 1
+
+
+class SystemNamespaceRefused(ValueError):
+    """A write to one of Kubernetes' own namespaces, which kueueweb never makes."""
+
+
+def _refuse_system_namespace(namespace: str) -> None:
+    if namespace in SYSTEM_NAMESPACES:
+        raise SystemNamespaceRefused(f"kueueweb does not write to namespace {namespace!r}")

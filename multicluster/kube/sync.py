@@ -71,6 +71,7 @@ from multicluster.models import Cluster
 from scheduling import conditions as cond
 from scheduling import elastic, jobs, lifecycle
 from scheduling.choices import EventType, WorkloadPhase
+from scheduling.core.pod_security import SYSTEM_NAMESPACES
 from scheduling.models import Event, Job, ResourceFlavor, Workload
 
 logger = logging.getLogger(__name__)
@@ -383,6 +384,13 @@ class _Pass:
 
     def _create_remote(self, job: Job, wl: Workload) -> bool:
         """Create the cluster's Job (and gang Workload); False when it must wait."""
+        if job.namespace in SYSTEM_NAMESPACES:
+            # Refused at submission; a job stored before that rule still never gets there.
+            lifecycle.finish(wl, "Failed", f"kueueweb does not create jobs in namespace "
+                             f"{job.namespace!r} on cluster {self.cluster.name}",
+                             now=self.now, events=self.events)
+            self.outcome.finished.append(f"{job.namespace}/{job.name}")
+            return False
         elastic_job = _is_elastic(job)
         count = admitted_pods(wl, elastic_job=elastic_job)
         labels, tolerations = flavor_placement(self.cluster, wl.admission or {})
@@ -390,7 +398,8 @@ class _Pass:
         body = remote_job(job.manifest, namespace=job.namespace, origin=origin(),
                           workload_name=wl.name, parallelism=count, node_labels=labels,
                           tolerations=tolerations, gang_workload=job.name if gang else None)
-        self.backend.ensure_namespace(job.namespace)
+        if self.cluster.create_namespaces:
+            self.backend.ensure_namespace(job.namespace)
         try:
             created = self.backend.create_job(body)
         except KubeApiError as exc:

@@ -195,6 +195,17 @@ class _DomainViewSet(URLArgumentsMixin, GenericViewSet[Any]):
         return Response(self.get_serializer(self.get_object()).data)
 
 
+# What a namespace grant bounds (scheduling.grants), for the API's documentation.
+GRANT_RULES = (
+    "An operator (not an admin) is bound by their namespace grant: every pod template must "
+    "meet its Pod Security Standards level (`baseline` unless set; refused naming the check and "
+    "the field), pods run as `default` or a service account it allows, and the priority comes "
+    "only from a WorkloadPriorityClass it allows, or is 0 (`spec.priority` is refused "
+    "otherwise). Namespaces `kube-system`, `kube-public` and `kube-node-lease` are refused to "
+    "everyone (`metadata.namespace`)."
+)
+
+
 def _body(data: Any) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise ValidationError({"body": ["must be an object"]})
@@ -214,7 +225,7 @@ def _body(data: Any) -> Mapping[str, Any]:
     create=extend_schema(
         summary="Create a workload",
         description="A Workload without a Job (Kueue's custom-workload integration). It starts "
-        "pending in its queue, queued at its creation time.",
+        "pending in its queue, queued at its creation time. " + GRANT_RULES,
         parameters=[NAMESPACE_PARAMETER, CLUSTER_PARAMETER],
         request=WorkloadSerializer,
         responses={201: WorkloadSerializer, 400: FIELD_ERRORS, 401: REFUSED, 403: REFUSED,
@@ -258,7 +269,7 @@ class WorkloadViewSet(_DomainViewSet):
                 workload = services.create_workload(
                     body.get("spec"), namespace=namespace,
                     name=name or jobs.generate_name(generate), cluster=cluster,
-                    labels=labels, annotations=annotations,
+                    labels=labels, annotations=annotations, user=request.user,
                 )
                 break
             except services.ConflictError as exc:
@@ -269,7 +280,8 @@ class WorkloadViewSet(_DomainViewSet):
     def partial_update(self, request: Request, namespace: str, name: str) -> Response:
         workload = self.get_object()
         try:
-            workload = services.update_workload(workload, _body(request.data))
+            workload = services.update_workload(workload, _body(request.data),
+                                                user=request.user)
         except services.ConflictError as exc:
             raise Conflict(str(exc)) from exc
         return Response(self.get_serializer(workload).data)
@@ -329,7 +341,8 @@ def _workload_metadata(
         description="A batch/v1 Job manifest as JSON or YAML (`Content-Type: application/yaml`"
         " or `text/yaml`). The `kueue.x-k8s.io/queue-name` label names the LocalQueue "
         "(defaulted to `default` when that LocalQueue exists). Kueue creates the Job's "
-        "Workload, which is listed with `?job=NAME`. Answers with the manifest plus `status`.",
+        "Workload, which is listed with `?job=NAME`. Answers with the manifest plus `status`. "
+        + GRANT_RULES,
         parameters=[NAMESPACE_PARAMETER, CLUSTER_PARAMETER],
         request={"application/json": JobSerializer, "application/yaml": JobSerializer,
                  "text/yaml": JobSerializer},

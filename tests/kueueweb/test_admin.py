@@ -26,16 +26,46 @@ def admin_browser(client: Client, admin_user: User) -> Client:
 
 def test_admin_role_manages_namespace_grants(admin_browser: Client, operator: User) -> None:
     assert admin_browser.get(reverse("admin:kueueweb_namespacegrant_changelist")).status_code == 200
-    response = admin_browser.post(reverse("admin:kueueweb_namespacegrant_add"),
-                                  {"user": operator.pk, "namespace": "research"})
+    response = admin_browser.post(reverse("admin:kueueweb_namespacegrant_add"), {
+        "user": operator.pk, "namespace": "research", "pod_security_level": "restricted",
+        "allowed_service_accounts": "trainer, builder", "allowed_priority_classes": "low"})
     assert response.status_code == 302
     assert sorted(operator.namespace_grants.values_list("namespace", flat=True)) == [
         "research", "team-a"]
+    grant = operator.namespace_grants.get(namespace="research")
+    assert grant.pod_security_level == "restricted"
+    assert grant.service_accounts == {"trainer", "builder"}
+    assert grant.priority_classes == {"low"}
+
+
+def test_a_new_grant_defaults_to_baseline_and_every_priority_class(operator: User) -> None:
+    grant = operator.namespace_grants.get()
+    assert grant.pod_security_level == "baseline"
+    assert grant.service_accounts == frozenset()
+    assert grant.allows_priority_class("anything")
+
+
+@pytest.mark.parametrize(("fields", "field", "message"), [
+    ({"namespace": "kube-system"}, "namespace", "Kubernetes system namespace"),
+    ({"allowed_service_accounts": "ok, Not_OK"}, "allowed_service_accounts", "not a valid name"),
+    ({"allowed_priority_classes": "*, low"}, "allowed_priority_classes", "give it alone"),
+    ({"pod_security_level": "open"}, "pod_security_level", "not one of the available choices"),
+])
+def test_invalid_grant_limits_are_refused_by_field(
+    admin_browser: Client, operator: User, fields: dict[str, str], field: str, message: str
+) -> None:
+    data = {"user": operator.pk, "namespace": "research", "pod_security_level": "baseline",
+            "allowed_service_accounts": "", "allowed_priority_classes": "*", **fields}
+    response = admin_browser.post(reverse("admin:kueueweb_namespacegrant_add"), data)
+    assert response.status_code == 200
+    assert message in " ".join(response.context["adminform"].form.errors[field])
+    assert NamespaceGrant.objects.filter(user=operator).count() == 1
 
 
 def test_invalid_namespace_grant_is_refused(admin_browser: Client, operator: User) -> None:
     response = admin_browser.post(reverse("admin:kueueweb_namespacegrant_add"),
-                                  {"user": operator.pk, "namespace": "Team_B"})
+                                  {"user": operator.pk, "namespace": "Team_B",
+                                   "pod_security_level": "baseline"})
     assert response.status_code == 200
     assert "is not a valid namespace" in response.content.decode()
     assert NamespaceGrant.objects.filter(user=operator).count() == 1

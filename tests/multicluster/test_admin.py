@@ -425,3 +425,15 @@ def test_admin_adds_and_edits_a_node_with_checked_capacity(
     assert edited.status_code == 302
     node.refresh_from_db()
     assert (node.capacity, node.unschedulable) == ({"cpu": "16"}, True)
+
+
+def test_creating_namespaces_is_off_until_an_admin_allows_it(
+    admin_browser: Client, worker: Cluster
+) -> None:
+    assert worker.create_namespaces is False
+    assert 'name="create_namespaces"' in admin_browser.get(_change_url(worker)).content.decode()
+    response = admin_browser.post(_change_url(worker),
+                                  _cluster_post(worker, create_namespaces="on"))
+    assert response.status_code == 302
+    worker.refresh_from_db()
+    assert worker.create_namespaces is True

@@ -1,7 +1,9 @@
 """The Kubernetes cluster's reconciler: a job submitted to a domain whose cluster is a
 Kubernetes connection is admitted there, created on the cluster with its flavor's placement,
 followed to PodsReady and Finished from the cluster's Job status, scaled, stopped in two
-phases on eviction, and cleaned up."""
+phases on eviction, and cleaned up; and what never reaches the cluster: a job an operator's
+grant refuses, anything in Kubernetes' system namespaces, and a missing namespace where the
+cluster is not configured to create namespaces."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from multicluster.kube import sync
+from multicluster.kube.backend import KubeBackend, SystemNamespaceRefused
 from multicluster.kube.client import client_for
 from multicluster.kube.manifests import ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
 from multicluster.kube.sync import sync_kube_cluster
@@ -22,6 +27,7 @@ from multicluster.models import Cluster
 from scheduling import admission, elastic, jobs, services
 from scheduling import conditions as cond
 from scheduling.choices import EventType, WorkloadPhase
+from scheduling.core.pod_security import SYSTEM_NAMESPACES
 from scheduling.models import ClusterQueue, Event, Job, ResourceFlavor, Workload
 from tests.fixtures.scheduling import job_manifest
 
@@ -435,3 +441,107 @@ def test_the_beat_schedule_runs_the_kube_reconciler() -> None:
     assert tasks.sync_kube_clusters_task.name == entry["task"]
     assert entry["task"] in app.tasks
     assert "multicluster.tasks.sync_kube_cluster_task" in app.tasks
+
+
+# --- what kueueweb writes where: grants, system namespaces, namespace creation ---------
+
+
+def namespace_writes(kube_api: Any) -> list[str]:
+    """Every namespace the server was asked to create or delete, and every namespace a job
+    was posted to."""
+    created = [r.body["metadata"]["name"] for r in kube_api.requests_to("POST", "/api/v1/namespaces")
+               if r.path.rstrip("/") == "/api/v1/namespaces"]
+    jobs_posted = [r.path.split("/")[5] for r in kube_api.requests_to("POST", "/apis/batch/v1/")]
+    deleted = [r.path.split("/")[4] for r in kube_api.requests_to("DELETE", "/api/v1/namespaces/")]
+    return created + jobs_posted + deleted
+
+
+def escape_job(name: str) -> dict[str, Any]:
+    manifest = job_manifest(name, "lq-cq")
+    spec = manifest["spec"]["template"]["spec"]
+    spec.update(hostPID=True, hostNetwork=True, serviceAccountName="cluster-admin",
+                volumes=[{"name": "root", "hostPath": {"path": "/"}}])
+    spec["containers"][0]["securityContext"] = {"privileged": True}
+    return manifest
+
+
+def test_a_refused_privileged_job_never_reaches_the_cluster(
+    kube_api: Any, domain: Cluster, make_user: Callable[..., User], t0: datetime
+) -> None:
+    client = APIClient()
+    client.force_authenticate(make_user("otto", "operator", namespaces=("*",)))
+    url = f"/api/v1/namespaces/{kube_api.namespace}/jobs/?cluster={domain.name}"
+    response = client.post(url, escape_job("escape"), format="json")
+    assert response.status_code == 400
+    assert "spec.template.spec.containers[0].securityContext.privileged" in response.json()
+    for namespace in sorted(SYSTEM_NAMESPACES):
+        response = client.post(f"/api/v1/namespaces/{namespace}/jobs/?cluster={domain.name}",
+                               job_manifest("plain", "lq-cq"), format="json")
+        assert list(response.json()) == ["metadata.namespace"]
+
+    admission.run_admission_cycle(domain.pk, now=t0)
+    outcome = sync_kube_cluster(domain.pk, now=t0)
+
+    assert outcome.connected
+    assert not Job.objects.exists()
+    assert kube_api.requests_to("POST", "/") == []
+    assert namespace_writes(kube_api) == []
+
+
+def test_a_job_stored_in_a_system_namespace_is_never_created(
+    kube_api: Any, domain: Cluster, t0: datetime
+) -> None:
+    job = services.submit_job(job_manifest("old", "lq-cq"), namespace=kube_api.namespace,
+                              cluster=domain)
+    admission.run_admission_cycle(domain.pk, now=t0)
+    # As a job submitted before system namespaces were refused would be.
+    Job.objects.filter(pk=job.pk).update(namespace="kube-system")
+    Workload.objects.filter(job=job).update(namespace="kube-system")
+
+    outcome = sync_kube_cluster(domain.pk, now=t0)
+
+    assert outcome.finished == ["kube-system/old"]
+    assert namespace_writes(kube_api) == []
+    wl = Workload.objects.get(job=job)
+    assert wl.phase == WorkloadPhase.FINISHED
+    assert "does not create jobs in namespace 'kube-system'" in str(wl.conditions)
+
+
+def test_a_missing_namespace_is_created_only_where_the_cluster_allows(
+    kube_api: Any, domain: Cluster, t0: datetime
+) -> None:
+    kube_api.require_fake()
+    Cluster.objects.filter(pk=domain.pk).update(create_namespaces=False)
+    job = services.submit_job(job_manifest("waits", "lq-cq"), namespace=kube_api.namespace,
+                              cluster=domain)
+    admission.run_admission_cycle(domain.pk, now=t0)
+
+    outcome = sync_kube_cluster(domain.pk, now=t0)
+
+    assert outcome.started == []
+    assert kube_api.requests_to("POST", "/api/v1/namespaces") == []
+    assert kube_api.get("jobs", kube_api.namespace, "waits") is None
+    warning = Event.objects.get(reason="FailedCreate", object_name="waits")
+    assert warning.type == EventType.WARNING
+
+    Cluster.objects.filter(pk=domain.pk).update(create_namespaces=True)
+    outcome = sync_kube_cluster(domain.pk, now=t0)
+    assert outcome.started == [f"{kube_api.namespace}/waits"]
+    assert kube_api.get("namespaces", "", kube_api.namespace) is not None
+    assert Workload.objects.get(job=job).phase == WorkloadPhase.ADMITTED
+
+
+@pytest.mark.parametrize("namespace", sorted(SYSTEM_NAMESPACES))
+def test_the_backend_refuses_to_write_to_system_namespaces(
+    kube_api: Any, kube_cluster: Cluster, namespace: str
+) -> None:
+    backend = KubeBackend(client_for(kube_cluster))
+    body = {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "x", "namespace": namespace}, "spec": {}}
+    for write in (lambda: backend.ensure_namespace(namespace),
+                  lambda: backend.delete_namespace(namespace),
+                  lambda: backend.create_job(body),
+                  lambda: backend.create_gang_workload(body)):
+        with pytest.raises(SystemNamespaceRefused, match=namespace):
+            write()
+    assert kube_api.requests == []
