@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
@@ -34,6 +33,7 @@ from kueueweb.admin import (
     is_kueueweb_admin,
 )
 from multicluster.choices import ClusterRole, ConnectionType, PodPhase
+from multicluster.kubeconfig import MAX_KUBECONFIG_BYTES, KubeconfigInvalid, read_kubeconfig
 from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node, Pod, PodGroup
 from multicluster.simulated import faults
 from scheduling.admin import (
@@ -45,7 +45,6 @@ from scheduling.admin import (
 )
 from scheduling.validators import validate_dns1123_subdomain, validate_quantity
 
-MAX_KUBECONFIG_BYTES = 1024 * 1024
 # Kueue: MultiKueueConfig.spec.clusters has 1..20 unique entries.
 MAX_MULTIKUEUE_CLUSTERS = 20
 
@@ -59,13 +58,11 @@ class WriteOnlyTextarea(forms.Textarea):
 
 
 def parse_kubeconfig(text: str) -> str:
-    """The kubeconfig as given, once it is known to be a YAML kubeconfig with clusters."""
+    """The kubeconfig as given, once it passed the check the clusters API applies."""
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValidationError(f"not valid YAML: {exc.__class__.__name__}") from exc
-    if not isinstance(document, dict) or not isinstance(document.get("clusters"), list):
-        raise ValidationError("not a kubeconfig: expected a YAML mapping with a 'clusters' list")
+        read_kubeconfig(text)
+    except KubeconfigInvalid as exc:
+        raise ValidationError(str(exc)) from None
     return text
 
 
