@@ -21,8 +21,10 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count, IntegerField, Model, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 
 from kueueweb.admin import (
     ModelAdmin,
@@ -162,6 +164,15 @@ class ClusterAdmin(FaultInjectionMixin, EventsFollowTheirObjectMixin, RoleAdminM
     readonly_fields = ["kubeconfig_stored", "active", "conditions_display", "capacity_display",
                        "lost_since", "reconnect_attempts", "next_reconnect_at",
                        "resource_version", "created_at", "updated_at"]
+
+    # A kubeconfig is posted here: an error page shows neither the pasted text nor any
+    # variable of the frames that handle it.
+    @method_decorator(sensitive_post_parameters("kubeconfig_text"))
+    @method_decorator(sensitive_variables())
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None,
+                        form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        return super().changeform_view(request, object_id, form_url, extra_context)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
         fields = list(super().get_readonly_fields(request, obj))

@@ -266,3 +266,34 @@ def test_one_stored_anyway_is_bad_config_and_its_secret_shows_nowhere(
     }
     assert [where for where, text in seen.items() if planted in text] == []
     assert not [r for r in kube_api.requests if planted in r.authorization]
+
+
+def test_an_error_page_while_storing_one_shows_none_of_it(
+    settings: Any, manager: Cluster, admin_user: User, debug_admin: Client,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A key that is no Fernet key fails the encryption: a 500 while the kubeconfig is in
+    # the POST data and in the variables of the frames storing it.
+    caplog.set_level(logging.DEBUG)
+    settings.KUEUEWEB_ENCRYPTION_KEY = "not-a-fernet-key"
+    planted = planted_for("error-page")
+    text = _dump(_config(planted))
+    api = APIClient(raise_request_exception=False)
+    api.force_authenticate(user=admin_user)
+
+    pages = [
+        debug_admin.post(reverse("admin:multicluster_cluster_add"), {
+            "name": "worker-1", "role": "worker", "connection_type": "kubernetes",
+            "simulation": "{}", "kubeconfig_text": text, "nodes-TOTAL_FORMS": 0,
+            "nodes-INITIAL_FORMS": 0, "nodes-MIN_NUM_FORMS": 0, "nodes-MAX_NUM_FORMS": 1000}),
+        api.post("/api/v1/clusters/", {"metadata": {"name": "worker-2"}, "spec": {
+            "connection": {"type": "kubernetes", "kubeconfig": text}}}, format="json",
+            HTTP_ACCEPT="text/html"),
+    ]
+
+    for page in pages:
+        assert page.status_code == 500
+        html = page.content.decode()
+        assert "KUEUEWEB_ENCRYPTION_KEY" in html  # the debug page, with its traceback
+        assert planted not in html
+    assert planted not in _log_text(caplog)
