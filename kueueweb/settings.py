@@ -26,6 +26,8 @@ VAR_DIR = Path(env_str("KUEUEWEB_VAR_DIR", str(BASE_DIR / "var")))
 # --- Core Django -------------------------------------------------------------------------
 
 DEBUG = env_bool("DEBUG", True)
+# Values marked sensitive (a kubeconfig) stay hidden on the debug page too.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "kueueweb.debug.ExceptionReporterFilter"
 
 _DEV_SECRET = "kueueweb-development-only-secret-key-do-not-use-in-production"
 SECRET_KEY = env_secret("SECRET_KEY") or ""

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count, IntegerField, Model, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 
 from kueueweb.admin import (
     ModelAdmin,
@@ -34,6 +35,7 @@ from kueueweb.admin import (
     is_kueueweb_admin,
 )
 from multicluster.choices import ClusterRole, ConnectionType, PodPhase
+from multicluster.kubeconfig import MAX_KUBECONFIG_BYTES, KubeconfigInvalid, read_kubeconfig
 from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node, Pod, PodGroup
 from multicluster.simulated import faults
 from scheduling.admin import (
@@ -45,7 +47,6 @@ from scheduling.admin import (
 )
 from scheduling.validators import validate_dns1123_subdomain, validate_quantity
 
-MAX_KUBECONFIG_BYTES = 1024 * 1024
 # Kueue: MultiKueueConfig.spec.clusters has 1..20 unique entries.
 MAX_MULTIKUEUE_CLUSTERS = 20
 
@@ -59,13 +60,11 @@ class WriteOnlyTextarea(forms.Textarea):
 
 
 def parse_kubeconfig(text: str) -> str:
-    """The kubeconfig as given, once it is known to be a YAML kubeconfig with clusters."""
+    """The kubeconfig as given, once it passed the check the clusters API applies."""
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValidationError(f"not valid YAML: {exc.__class__.__name__}") from exc
-    if not isinstance(document, dict) or not isinstance(document.get("clusters"), list):
-        raise ValidationError("not a kubeconfig: expected a YAML mapping with a 'clusters' list")
+        read_kubeconfig(text)
+    except KubeconfigInvalid as exc:
+        raise ValidationError(str(exc)) from None
     return text
 
 
@@ -166,6 +165,15 @@ class ClusterAdmin(FaultInjectionMixin, EventsFollowTheirObjectMixin, RoleAdminM
     readonly_fields = ["kubeconfig_stored", "active", "conditions_display", "capacity_display",
                        "lost_since", "reconnect_attempts", "next_reconnect_at",
                        "resource_version", "created_at", "updated_at"]
+
+    # A kubeconfig is posted here: an error page shows neither the pasted text nor any
+    # variable of the frames that handle it.
+    @method_decorator(sensitive_post_parameters("kubeconfig_text"))
+    @method_decorator(sensitive_variables())
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None,
+                        form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        return super().changeform_view(request, object_id, form_url, extra_context)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
         fields = list(super().get_readonly_fields(request, obj))

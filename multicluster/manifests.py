@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
 from multicluster.choices import ClusterRole, ConnectionType, Dispatcher, PodPhase
+from multicluster.kubeconfig import KubeconfigInvalid, read_kubeconfig
 from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node, Pod
 from multicluster.simulated.faults import request_sync
 from scheduling.api.base import object_metadata
@@ -39,7 +40,6 @@ from scheduling.manifests import (
 from scheduling.models import ClusterQueue, Cohort, FlavorQuota, LocalQueue, Workload
 from scheduling.validation import FieldError
 from scheduling.validators import validate_labels, validate_qualified_name, validate_quantity
-from scheduling.yamlio import ManifestSyntaxError, load_yaml_documents
 
 CONNECTION_ANNOTATION = f"{ANNOTATION_PREFIX}connection"
 DISPATCHER_ANNOTATION = f"{ANNOTATION_PREFIX}dispatcher"
@@ -486,7 +486,8 @@ class ClusterSpec:
     name: str
     role: str
     connection_type: str
-    kubeconfig: str | None = None
+    # Kept out of the repr: a dataclass's repr shows in tracebacks and debug pages.
+    kubeconfig: str | None = field(default=None, repr=False)
     nodes: list[dict[str, Any]] | None = None
 
 
@@ -550,14 +551,9 @@ def _read_kubeconfig(value: Any, r: Reader) -> str | None:
     if value == "":
         return ""  # clears the stored kubeconfig
     try:
-        documents = load_yaml_documents(value)
-    except ManifestSyntaxError as exc:
+        read_kubeconfig(value)
+    except KubeconfigInvalid as exc:
         r.error(path, str(exc))
-        return None
-    config = documents[0] if len(documents) == 1 else None
-    if not isinstance(config, Mapping) or not isinstance(config.get("clusters"), list) \
-            or not config["clusters"]:
-        r.error(path, "not a kubeconfig: expected a YAML mapping with a 'clusters' list")
         return None
     return value
 

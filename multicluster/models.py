@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db import models
 from django.db.models import Q
+from django.views.decorators.debug import sensitive_variables
 
 from multicluster import secrets
 from multicluster.choices import ClusterRole, ConnectionType, Dispatcher, DispatchState, PodPhase
@@ -76,9 +77,11 @@ class Cluster(models.Model):
     def has_kubeconfig(self) -> bool:
         return bool(self.kubeconfig_encrypted)
 
+    @sensitive_variables()
     def set_kubeconfig(self, kubeconfig: str) -> None:
         self.kubeconfig_encrypted = secrets.encrypt(kubeconfig) if kubeconfig else ""
 
+    @sensitive_variables()
     def get_kubeconfig(self) -> str:
         return secrets.decrypt(self.kubeconfig_encrypted) if self.kubeconfig_encrypted else ""
 

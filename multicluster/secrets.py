@@ -5,6 +5,7 @@ from __future__ import annotations
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.views.decorators.debug import sensitive_variables
 
 
 def _fernet() -> Fernet:
@@ -16,10 +17,12 @@ def _fernet() -> Fernet:
         ) from exc
 
 
+@sensitive_variables()
 def encrypt(plaintext: str) -> str:
     return _fernet().encrypt(plaintext.encode()).decode()
 
 
+@sensitive_variables()
 def decrypt(token: str) -> str:
     try:
         return _fernet().decrypt(token.encode()).decode()

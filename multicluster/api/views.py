@@ -7,6 +7,8 @@ from typing import Any
 
 import django_filters
 from django.db import models
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_variables
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework.exceptions import NotFound
 from rest_framework.serializers import BaseSerializer
@@ -102,6 +104,8 @@ _CLUSTER_WRITE = (
                           responses={204: None, 401: REFUSED, 403: REFUSED, 404: NOT_FOUND,
                                      409: OpenApiResponse(description="In use.")}),
 )
+# A kubeconfig is posted here: an error page shows no variable of the frames that handle it.
+@method_decorator(sensitive_variables(), name="dispatch")
 class ClusterViewSet(URLArgumentsMixin, ModelViewSet[Cluster]):
     # The manager first ("manager" < "worker"), then by name.
     queryset = Cluster.objects.prefetch_related("nodes").order_by("role", "name")

@@ -10,9 +10,11 @@ request (``KUEUEWEB["KUBE_REQUEST_TIMEOUT_SECONDS"]``, 10 s by default), no urll
 (the reconcilers retry with Kueue's back-off instead), the answer decoded from JSON into
 plain dicts, and the library's exceptions turned into ``multicluster.kube.errors``.
 
-A kubeconfig that would make this process run a command (``exec``, ``auth-provider``) or
-read local files (``tokenFile``, certificate paths) is refused unless
-``KUEUEWEB["KUBE_ALLOW_LOCAL_CREDENTIALS"]`` is set: it was uploaded through the web.
+A stored kubeconfig passes the same check as an upload (``multicluster.kubeconfig``), so
+one stored before a rule existed is refused here as ``BadConfig``: one that would make this
+process run a command (``exec``, ``auth-provider``) or read local files (``tokenFile``,
+certificate paths) unless ``KUEUEWEB["KUBE_ALLOW_LOCAL_CREDENTIALS"]`` is set, or a token
+that cannot be sent as a header. No message quotes a value from the kubeconfig.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import urllib3
-import yaml
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from kubernetes import client as k8s
@@ -34,6 +35,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from multicluster.kube.errors import KubeApiError, KubeConfigError, KubeUnavailable
+from multicluster.kubeconfig import KubeconfigInvalid, allow_local_credentials, read_kubeconfig
 from multicluster.models import Cluster
 
 logger = logging.getLogger(__name__)
@@ -42,8 +44,6 @@ DEFAULT_REQUEST_TIMEOUT_SECONDS = 10.0
 DISCOVERY_TTL_SECONDS = 60.0
 # Statuses that say "this server cannot be used now" rather than "this request is wrong".
 _UNAVAILABLE_STATUSES = frozenset({0, 401, 429})
-_LOCAL_USER_KEYS = ("exec", "auth-provider", "tokenFile", "client-certificate", "client-key")
-_LOCAL_CLUSTER_KEYS = ("certificate-authority",)
 
 
 def _options() -> Mapping[str, Any]:
@@ -58,29 +58,17 @@ def request_timeout() -> float:
 
 
 def load_kubeconfig(text: str) -> dict[str, Any]:
-    """The kubeconfig as a dict, once it is known to be usable from this process.
+    """The kubeconfig as a dict, once it is known to be usable from this process
+    (``multicluster.kubeconfig.read_kubeconfig``, the check every upload passes).
 
     Raises KubeConfigError (Kueue's ``BadConfig``) with a message an operator can act on.
     """
     if not text.strip():
         raise KubeConfigError("no kubeconfig is stored for this cluster")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise KubeConfigError(f"the kubeconfig is not valid YAML: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
-        raise KubeConfigError("not a kubeconfig: expected a YAML mapping with a 'clusters' list")
-    if not bool(_options().get("KUBE_ALLOW_LOCAL_CREDENTIALS", False)):
-        for kind, entries, keys in (("user", data.get("users"), _LOCAL_USER_KEYS),
-                                    ("cluster", data.get("clusters"), _LOCAL_CLUSTER_KEYS)):
-            for entry in entries or ():
-                body = (entry or {}).get(kind) or {} if isinstance(entry, dict) else {}
-                used = [key for key in keys if isinstance(body, dict) and body.get(key)]
-                if used:
-                    raise KubeConfigError(
-                        f"{kind} {entry.get('name', '')!r} uses {', '.join(used)}: only inline "
-                        "credentials (token, *-data fields) are accepted")
-    return data
+        return read_kubeconfig(text, local_credentials=allow_local_credentials())
+    except KubeconfigInvalid as exc:
+        raise KubeConfigError(str(exc)) from None
 
 
 def _config_hash(text: str) -> str:
@@ -143,6 +131,13 @@ class KubeClient:
             raise _api_error(exc) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeUnavailable(describe(exc)) from exc
+        except ValueError:
+            # http.client refuses a header value with a line break and quotes the whole
+            # header, the token included: neither its text nor the chained exception may
+            # reach a condition or a traceback in the log.
+            raise KubeUnavailable(
+                "the request could not be sent: a header made from the kubeconfig's "
+                "credentials is not a valid HTTP header value") from None
 
     def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``method(*args, **kwargs)`` of one of this client's APIs, with the timeout; the
@@ -210,8 +205,13 @@ def build_client(kubeconfig: str) -> KubeClient:
     try:
         api_client = k8s_config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
             data, persist_config=False, client_configuration=configuration)
-    except (k8s_config.ConfigException, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise KubeConfigError(f"the kubeconfig cannot be loaded: {exc}") from exc
+    except k8s_config.ConfigException as exc:
+        # The library's messages name keys and entries, not values.
+        raise KubeConfigError(f"the kubeconfig cannot be loaded: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        # Python's own messages may quote the value that did not fit (a credential).
+        raise KubeConfigError(
+            f"the kubeconfig cannot be loaded ({type(exc).__name__})") from None
     return KubeClient(api_client, timeout=request_timeout())
 
 

@@ -229,6 +229,14 @@ def _should_run(wl: Workload | None) -> bool:
             and not wl.cluster_name and not cond.is_true(wl.conditions, "Evicted"))
 
 
+def _placed_on_worker(wl: Workload | None) -> bool:
+    """A MultiKueue hub workload a worker admitted: its job is managed by MultiKueue (Kueue's
+    ``spec.managedBy``), which mirrors the worker's job onto it; this reconciler neither
+    runs nor stops it (eviction clears ``clusterName`` and hands it back)."""
+    return (wl is not None and bool(wl.cluster_name) and wl.phase in _RESERVED
+            and not cond.is_true(wl.conditions, "Evicted"))
+
+
 def _local_job_finished(job: Job) -> bool:
     return job_finished(job.status) is not None
 
@@ -361,6 +369,8 @@ class _Pass:
     def _reconcile(self, job: Job) -> None:
         workloads = list(job.workloads.all())
         wl = elastic.current_slice(workloads)
+        if _placed_on_worker(wl):
+            return
         remote = self._remote_of(job)
         if _should_run(wl):
             assert wl is not None

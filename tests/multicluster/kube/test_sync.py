@@ -7,6 +7,7 @@ cluster is not configured to create namespaces."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,16 +16,20 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from multicluster import dispatch
+from multicluster.choices import ClusterRole
 from multicluster.kube import sync
 from multicluster.kube.backend import KubeBackend, SystemNamespaceRefused
 from multicluster.kube.client import client_for
 from multicluster.kube.manifests import ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
 from multicluster.kube.sync import sync_kube_cluster
 from multicluster.models import Cluster
-from scheduling import admission, elastic, jobs, services
+from multicluster.simulated import runner
+from scheduling import admission, elastic, jobs, lifecycle, services
 from scheduling import conditions as cond
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.pod_security import SYSTEM_NAMESPACES
@@ -545,3 +550,66 @@ def test_the_backend_refuses_to_write_to_system_namespaces(
         with pytest.raises(SystemNamespaceRefused, match=namespace):
             write()
     assert kube_api.requests == []
+
+
+def test_a_kubernetes_manager_leaves_jobs_placed_on_a_worker_to_multikueue(
+    kube_api: Any, manager: Cluster, t0: datetime,
+) -> None:
+    # The demo's hub dispatches to simulated workers; here the hub itself is a Kubernetes
+    # connection. A hub job whose workload a worker admitted runs there: the hub's
+    # reconciler must neither stop it nor create it on the hub's own API server, while
+    # MultiKueue mirrors the worker's job onto it.
+    kube_api.require_fake()
+    call_command("demo", stdout=open("/dev/null", "w"))  # noqa: SIM115
+    Job.objects.exclude(name="dispatched-analysis").delete()
+    Workload.objects.exclude(job__name="dispatched-analysis").delete()
+    Cluster.objects.filter(role=ClusterRole.WORKER).update(
+        simulation={"startDelaySeconds": 2, "defaultRunSeconds": 30})
+    manager.refresh_from_db()
+    manager.connection_type = "kubernetes"
+    manager.set_kubeconfig(kube_api.kubeconfig)
+    manager.save()
+    hub_job = Job.objects.get(cluster=manager, name="dispatched-analysis")
+    clusters = list(Cluster.objects.order_by("pk"))
+    # The hub job's suspend after each pass once a worker admitted its workload: true while
+    # the worker's job waits to start, then false until it finishes, never back and forth.
+    suspended: list[bool] = []
+
+    def observe() -> None:
+        hub_job.refresh_from_db()
+        if Workload.objects.get(job=hub_job).cluster_name:
+            suspended.append(hub_job.suspend)
+
+    def step(seconds: int) -> None:
+        now = t0 + timedelta(seconds=seconds)
+        for cluster in clusters:
+            lifecycle.run_lifecycle(cluster.pk, now=now, rng=random.Random(0))
+            if cluster.connection_type == "kubernetes":
+                sync_kube_cluster(cluster.pk, now=now)
+                observe()
+            else:
+                runner.sync_cluster(cluster.pk, now=now)
+            admission.run_admission_cycle(cluster.pk, now=now)
+        dispatch.sync_dispatch(manager.pk, now=now)
+        observe()
+
+    for second in range(8):
+        step(second)
+    hub = Workload.objects.get(job=hub_job)
+    assert hub.cluster_name in {"worker-1", "worker-2"}
+    assert hub.phase == WorkloadPhase.ADMITTED
+    manager.refresh_from_db()
+    assert cond.is_true(manager.conditions, "Active")
+    assert False in suspended
+    assert suspended == sorted(suspended, reverse=True)
+    for second in range(40, 44):
+        step(second)
+
+    hub.refresh_from_db()
+    hub_job.refresh_from_db()
+    assert hub.phase == WorkloadPhase.FINISHED
+    assert suspended == sorted(suspended, reverse=True)
+    assert not any(c.get("type") == "Suspended" and c.get("status") == "True"
+                   for c in hub_job.status.get("conditions", ()))
+    assert kube_api.get("jobs", hub_job.namespace, hub_job.name) is None
+    assert not kube_api.requests_to("POST", f"/apis/batch/v1/namespaces/{hub_job.namespace}")
