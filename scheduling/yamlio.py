@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
@@ -238,6 +239,13 @@ def load_yaml_documents(data: bytes | str, *, max_bytes: int | None = None) -> l
         raise ManifestSyntaxError(f"not valid YAML: {exc}") from exc
     except RecursionError as exc:  # a safety net: compose_node refuses deep nesting first
         raise ManifestSyntaxError(f"nesting deeper than {MAX_DEPTH} levels") from exc
+    except ManifestSyntaxError:
+        raise
+    except ValueError as exc:
+        # The resolver reads a plain scalar of digits as an int, and Python refuses to
+        # convert one longer than sys.get_int_max_str_digits(): a syntax error to the user.
+        raise ManifestSyntaxError(
+            f"a number longer than {sys.get_int_max_str_digits()} digits") from exc
     finally:
         if loader is not None:
             loader.dispose()

@@ -139,6 +139,8 @@ HOSTILE = [
             "application/yaml", "not valid YAML"),
     Hostile("one byte over the limit", lambda: "#" * (LIMIT + 1), "application/yaml",
             f"at most {LIMIT} bytes"),
+    Hostile("a number of 5000 digits", lambda: "kind: ResourceFlavor\nx: " + "9" * 5000 + "\n",
+            "application/yaml", "a number longer than"),
 ]
 APPLY_ONLY = [
     Hostile("6000 tiny documents", many_documents, "application/yaml", "more than 5000"),
