@@ -248,6 +248,17 @@ KUEUEWEB_ENCRYPTION_KEY = _fernet_key
 
 # --- REST framework ----------------------------------------------------------------------
 
+# Reverse proxies in front of the web processes, each appending the address it saw to
+# X-Forwarded-For: the client's address is the entry the outermost one appended
+# (``kueueweb.throttling.client_address``); what the client wrote itself is never trusted.
+NUM_PROXIES = env_int("KUEUEWEB_NUM_PROXIES", 0)
+if NUM_PROXIES < 0:
+    raise ImproperlyConfigured(f"KUEUEWEB_NUM_PROXIES must be 0 or more, not {NUM_PROXIES}")
+if NUM_PROXIES:
+    # The proxy sets X-Forwarded-Proto (replacing any the client sent): requests that reached
+    # it over TLS count as secure.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 # Rate limits (kueueweb.throttling): API requests per user and per anonymous address, and
 # failed sign-ins and API tokens per client, counted in this cache (Redis in production, so
 # every web process sees the same counts).
@@ -265,7 +276,7 @@ REST_FRAMEWORK = {
         "anon": env_str("KUEUEWEB_API_RATE_ANON", "120/minute"),
     },
     # Behind N reverse proxies the client's address is taken from X-Forwarded-For.
-    "NUM_PROXIES": env_int("KUEUEWEB_NUM_PROXIES", 0) or None,
+    "NUM_PROXIES": NUM_PROXIES or None,
     "DEFAULT_PERMISSION_CLASSES": ["kueueweb.permissions.RolePermission"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "kueueweb.pagination.ListPagination",
