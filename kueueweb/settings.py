@@ -10,15 +10,24 @@ Two modes, chosen by environment variables only:
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from kueueweb.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+from kueueweb.env import (
+    DEVELOPMENT_SECRET_KEY,
+    check_fernet_key,
+    check_secret_key,
+    derived_fernet_key,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("KUEUEWEB_VAR_DIR", str(BASE_DIR / "var")))
@@ -27,15 +36,16 @@ VAR_DIR = Path(env_str("KUEUEWEB_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", True)
 
-_DEV_SECRET = "kueueweb-development-only-secret-key-do-not-use-in-production"
-SECRET_KEY = env_secret("SECRET_KEY") or ""
+SECRET_KEY = (env_secret("SECRET_KEY") or "").strip()
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. With DEBUG off kueueweb refuses to start on a default "
             "secret: set SECRET_KEY (or SECRET_KEY_FILE) to a long random string."
         )
-    SECRET_KEY = _DEV_SECRET
+    SECRET_KEY = DEVELOPMENT_SECRET_KEY
+elif not DEBUG:
+    check_secret_key("SECRET_KEY", SECRET_KEY)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -235,7 +245,7 @@ X_FRAME_OPTIONS = "DENY"
 
 # Kubeconfigs of worker clusters are stored encrypted with this key (Fernet: 32 url-safe
 # base64-encoded bytes). In development a key is derived from SECRET_KEY.
-_fernet_key = env_secret("KUEUEWEB_ENCRYPTION_KEY")
+_fernet_key = (env_secret("KUEUEWEB_ENCRYPTION_KEY") or "").strip()
 if not _fernet_key:
     if not DEBUG:
         raise ImproperlyConfigured(
@@ -243,7 +253,10 @@ if not _fernet_key:
             "kubeconfigs under a derived key: generate one with `python -c \"from "
             "cryptography.fernet import Fernet; print(Fernet.generate_key().decode())\"`."
         )
-    _fernet_key = base64.urlsafe_b64encode(hashlib.sha256(SECRET_KEY.encode()).digest()).decode()
+    _fernet_key = derived_fernet_key(SECRET_KEY)
+else:
+    # Checked here, not at the first kubeconfig upload.
+    check_fernet_key("KUEUEWEB_ENCRYPTION_KEY", _fernet_key)
 KUEUEWEB_ENCRYPTION_KEY = _fernet_key
 
 # --- REST framework ----------------------------------------------------------------------
