@@ -426,9 +426,16 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"client_errors_on_one_line": {"()": "kueueweb.log.ClientErrorsOnOneLine"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                             "filters": ["client_errors_on_one_line"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        # Django's own console handler (DEBUG on) would print each record a second time
+        # before the root's.
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"},
+    },
 }
 
 # Static files are served by WhiteNoise from STATIC_ROOT (collectstatic); in development it
