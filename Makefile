@@ -9,6 +9,16 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/kueueweb
 REDIS_TEST_URL ?= redis://127.0.0.1:6379/15
 # `make run` keeps the demo busy with a few new jobs every 15 s (0 turns it off).
 KUEUEWEB_DEMO_TRAFFIC_INTERVAL_SECONDS ?= 15
+# `make run` serves as production does, with DEBUG off (in-app error pages, no debug output)
+# and keys of this installation, generated once into var/ (mode 0600) by `local_secrets`,
+# which runs with the development settings the keys replace. Plain HTTP on this machine:
+# cookies without the Secure flag. Django's debug pages: `make run DEBUG=true`.
+DEBUG ?= false
+KUEUEWEB_VAR_DIR ?= $(CURDIR)/var
+RUN_ENV = KUEUEWEB_VAR_DIR=$(KUEUEWEB_VAR_DIR) DEBUG=$(DEBUG) \
+	SECRET_KEY_FILE=$(KUEUEWEB_VAR_DIR)/secret_key \
+	KUEUEWEB_ENCRYPTION_KEY_FILE=$(KUEUEWEB_VAR_DIR)/encryption_key \
+	SESSION_COOKIE_SECURE=false CSRF_COOKIE_SECURE=false
 
 .PHONY: install run test test-sqlite test-postgres lint clean
 
@@ -27,11 +37,13 @@ node_modules/.package-lock.json: package.json package-lock.json
 install: $(VENV)/.installed node_modules/.package-lock.json
 
 run: install
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py collectstatic --noinput --verbosity 0
-	$(PY) manage.py demo --if-empty
-	$(PY) manage.py ensure_admin
-	PORT=$(PORT) KUEUEWEB_DEMO_TRAFFIC_INTERVAL_SECONDS=$(KUEUEWEB_DEMO_TRAFFIC_INTERVAL_SECONDS) \
+	KUEUEWEB_VAR_DIR=$(KUEUEWEB_VAR_DIR) DEBUG=true $(PY) manage.py local_secrets
+	$(RUN_ENV) $(PY) manage.py migrate --noinput
+	$(RUN_ENV) $(PY) manage.py collectstatic --noinput --verbosity 0
+	$(RUN_ENV) $(PY) manage.py demo --if-empty
+	$(RUN_ENV) $(PY) manage.py ensure_admin
+	$(RUN_ENV) PORT=$(PORT) \
+		KUEUEWEB_DEMO_TRAFFIC_INTERVAL_SECONDS=$(KUEUEWEB_DEMO_TRAFFIC_INTERVAL_SECONDS) \
 		$(PY) manage.py serve
 
 test: install test-sqlite test-postgres

@@ -8,6 +8,9 @@ is how container orchestrators hand secrets over.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import os
 from pathlib import Path
 
@@ -72,3 +75,52 @@ def env_secret(name: str) -> str | None:
         except OSError as exc:
             raise ImproperlyConfigured(f"{name}_FILE names {path!r}, which cannot be read") from exc
     return None
+
+
+# The SECRET_KEY of development (DEBUG on and none set): public, so never one with DEBUG off.
+DEVELOPMENT_SECRET_KEY = "kueueweb-development-only-secret-key-do-not-use-in-production"
+# Values anybody can read: the development key and the env example's placeholder.
+PUBLIC_SECRETS = (DEVELOPMENT_SECRET_KEY, "change-me")
+# What a production secret must at least be, as Django's own deployment check asks of
+# SECRET_KEY: long, and not one character repeated.
+MIN_SECRET_KEY_LENGTH = 50
+MIN_SECRET_KEY_UNIQUE_CHARACTERS = 5
+# A Fernet key is 32 random bytes; one with this few distinct bytes was typed, not generated.
+MIN_FERNET_KEY_UNIQUE_BYTES = 8
+GENERATE_SECRET_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+GENERATE_FERNET_KEY = ("python -c 'from cryptography.fernet import Fernet; "
+                       "print(Fernet.generate_key().decode())'")
+
+
+def check_secret_key(name: str, value: str) -> None:
+    """Refuse a secret key that is public (shipped in the source or an example) or too weak
+    to sign sessions with."""
+    if value in PUBLIC_SECRETS:
+        raise ImproperlyConfigured(
+            f"{name} is a value published with kueueweb, not a secret: set it to a long random "
+            f"string ({GENERATE_SECRET_KEY}).")
+    if len(value) < MIN_SECRET_KEY_LENGTH or len(set(value)) < MIN_SECRET_KEY_UNIQUE_CHARACTERS:
+        raise ImproperlyConfigured(
+            f"{name} is too weak: it needs at least {MIN_SECRET_KEY_LENGTH} characters, "
+            f"{MIN_SECRET_KEY_UNIQUE_CHARACTERS} of them different ({GENERATE_SECRET_KEY}).")
+
+
+def check_fernet_key(name: str, value: str) -> None:
+    """Refuse a value that is no Fernet key (32 url-safe base64-encoded bytes), or one that
+    was typed rather than generated."""
+    try:
+        raw = base64.urlsafe_b64decode(value.encode("ascii"))
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raw = b""
+    if len(raw) != 32:
+        raise ImproperlyConfigured(
+            f"{name} must be a Fernet key, 32 url-safe base64-encoded bytes "
+            f"({GENERATE_FERNET_KEY}).")
+    if len(set(raw)) < MIN_FERNET_KEY_UNIQUE_BYTES:
+        raise ImproperlyConfigured(
+            f"{name} is too weak: generate it ({GENERATE_FERNET_KEY}).")
+
+
+def derived_fernet_key(secret_key: str) -> str:
+    """The Fernet key kueueweb derives from SECRET_KEY for development, when none is set."""
+    return base64.urlsafe_b64encode(hashlib.sha256(secret_key.encode()).digest()).decode()

@@ -24,10 +24,12 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import functools
 import json
 import os
 import platform
 import random
+import secrets
 import socket
 import subprocess
 import sys
@@ -43,15 +45,17 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.db.models import F
-from django.test import Client
+from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Origin
 
+from kueueweb.env import check_secret_key
 from multicluster.models import Cluster, Pod, PodGroup
 from scheduling.apply import apply_manifests
 from scheduling.bench.report import percentile
@@ -544,8 +548,7 @@ class HttpTransport:
     name = "http-daphne"
 
     def __init__(self, user: User, *, log: Log = _quiet) -> None:
-        client = Client(HTTP_HOST=allowed_host())
-        client.force_login(user)  # a session row in the database the server reads
+        client = server_login(user)  # a session row in the database the server reads
         self._login_client = client
         cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
         self.headers = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={cookie}",
@@ -587,13 +590,34 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@functools.cache
+def server_secret_key() -> str:
+    """The server's SECRET_KEY: this process's, unless that is the public development key,
+    which the settings refuse with DEBUG off; then a fresh one for the run."""
+    try:
+        check_secret_key("SECRET_KEY", settings.SECRET_KEY)
+    except ImproperlyConfigured:
+        return secrets.token_urlsafe(50)
+    return str(settings.SECRET_KEY)
+
+
+def server_login(user: User, *, separate: bool = True) -> Client:
+    """A client signed in with a session the server accepts: the session's hash is signed
+    with the server's key (``separate``: a daphne process of the run; else this process)."""
+    client = Client(HTTP_HOST=allowed_host())
+    key = server_secret_key() if separate else settings.SECRET_KEY
+    with override_settings(SECRET_KEY=key):
+        client.force_login(user)
+    return client
+
+
 def server_environment() -> dict[str, str]:
     """The server shares this process's database, keys and Redis, with DEBUG off."""
     env = dict(os.environ)
     env.update({
         "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "kueueweb.settings"),
         "DEBUG": "false",
-        "SECRET_KEY": settings.SECRET_KEY,
+        "SECRET_KEY": server_secret_key(),
         "KUEUEWEB_ENCRYPTION_KEY": settings.KUEUEWEB_ENCRYPTION_KEY,
         "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
@@ -974,8 +998,7 @@ def measure_live(*, rate: float, seconds: float, clients: int, transport_name: s
     """Changes at ``rate``/s for ``seconds`` while ``clients`` sockets follow the domain."""
     user = admin_user()
     cluster_id = int(Cluster.objects.get(role="manager").pk)
-    login = Client(HTTP_HOST=allowed_host())
-    login.force_login(user)
+    login = server_login(user, separate=transport_name == "http")
     cookie = f"{settings.SESSION_COOKIE_NAME}={login.cookies[settings.SESSION_COOKIE_NAME].value}"
     producer = ChangeProducer(cluster_id, rate, seconds, producers)
     received: list[list[float]] = [[] for _ in range(clients)]

@@ -11,6 +11,19 @@ from rest_framework.views import APIView
 
 # From this offset on, a page is found by its ids first (see ``paginate_queryset``).
 DEFERRED_FROM_OFFSET = 500
+# The largest offset a pager hands the database: far past any list's end, and far below the
+# 64-bit integers an OFFSET or LIMIT holds (a larger one is a database error, not a page).
+MAX_OFFSET = 2**40
+
+
+def page_number(value: object, page_size: int) -> int:
+    """The 1-based page number in a query parameter: 1 for anything that is no whole number,
+    and no later than the page at ``MAX_OFFSET`` (an empty one)."""
+    try:
+        number = int(str(value))
+    except ValueError:
+        return 1
+    return min(max(1, number), MAX_OFFSET // page_size + 1)
 
 
 class ListPagination(LimitOffsetPagination):

@@ -10,15 +10,24 @@ Two modes, chosen by environment variables only:
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from kueueweb.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+from kueueweb.env import (
+    DEVELOPMENT_SECRET_KEY,
+    check_fernet_key,
+    check_secret_key,
+    derived_fernet_key,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("KUEUEWEB_VAR_DIR", str(BASE_DIR / "var")))
@@ -29,15 +38,16 @@ DEBUG = env_bool("DEBUG", True)
 # Values marked sensitive (a kubeconfig) stay hidden on the debug page too.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "kueueweb.debug.ExceptionReporterFilter"
 
-_DEV_SECRET = "kueueweb-development-only-secret-key-do-not-use-in-production"
-SECRET_KEY = env_secret("SECRET_KEY") or ""
+SECRET_KEY = (env_secret("SECRET_KEY") or "").strip()
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. With DEBUG off kueueweb refuses to start on a default "
             "secret: set SECRET_KEY (or SECRET_KEY_FILE) to a long random string."
         )
-    SECRET_KEY = _DEV_SECRET
+    SECRET_KEY = DEVELOPMENT_SECRET_KEY
+elif not DEBUG:
+    check_secret_key("SECRET_KEY", SECRET_KEY)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -237,7 +247,7 @@ X_FRAME_OPTIONS = "DENY"
 
 # Kubeconfigs of worker clusters are stored encrypted with this key (Fernet: 32 url-safe
 # base64-encoded bytes). In development a key is derived from SECRET_KEY.
-_fernet_key = env_secret("KUEUEWEB_ENCRYPTION_KEY")
+_fernet_key = (env_secret("KUEUEWEB_ENCRYPTION_KEY") or "").strip()
 if not _fernet_key:
     if not DEBUG:
         raise ImproperlyConfigured(
@@ -245,10 +255,24 @@ if not _fernet_key:
             "kubeconfigs under a derived key: generate one with `python -c \"from "
             "cryptography.fernet import Fernet; print(Fernet.generate_key().decode())\"`."
         )
-    _fernet_key = base64.urlsafe_b64encode(hashlib.sha256(SECRET_KEY.encode()).digest()).decode()
+    _fernet_key = derived_fernet_key(SECRET_KEY)
+else:
+    # Checked here, not at the first kubeconfig upload.
+    check_fernet_key("KUEUEWEB_ENCRYPTION_KEY", _fernet_key)
 KUEUEWEB_ENCRYPTION_KEY = _fernet_key
 
 # --- REST framework ----------------------------------------------------------------------
+
+# Reverse proxies in front of the web processes, each appending the address it saw to
+# X-Forwarded-For: the client's address is the entry the outermost one appended
+# (``kueueweb.throttling.client_address``); what the client wrote itself is never trusted.
+NUM_PROXIES = env_int("KUEUEWEB_NUM_PROXIES", 0)
+if NUM_PROXIES < 0:
+    raise ImproperlyConfigured(f"KUEUEWEB_NUM_PROXIES must be 0 or more, not {NUM_PROXIES}")
+if NUM_PROXIES:
+    # The proxy sets X-Forwarded-Proto (replacing any the client sent): requests that reached
+    # it over TLS count as secure.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # Rate limits (kueueweb.throttling): API requests per user and per anonymous address, and
 # failed sign-ins and API tokens per client, counted in this cache (Redis in production, so
@@ -267,7 +291,7 @@ REST_FRAMEWORK = {
         "anon": env_str("KUEUEWEB_API_RATE_ANON", "120/minute"),
     },
     # Behind N reverse proxies the client's address is taken from X-Forwarded-For.
-    "NUM_PROXIES": env_int("KUEUEWEB_NUM_PROXIES", 0) or None,
+    "NUM_PROXIES": NUM_PROXIES or None,
     "DEFAULT_PERMISSION_CLASSES": ["kueueweb.permissions.RolePermission"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "kueueweb.pagination.ListPagination",
@@ -413,9 +437,16 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"client_errors_on_one_line": {"()": "kueueweb.log.ClientErrorsOnOneLine"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                             "filters": ["client_errors_on_one_line"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        # Django's own console handler (DEBUG on) would print each record a second time
+        # before the root's.
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"},
+    },
 }
 
 # Static files are served by WhiteNoise from STATIC_ROOT (collectstatic); in development it

@@ -9,6 +9,7 @@ from kueueweb import metrics_view, views
 
 # The admin console's sign-in counts failures like /login/ (kueueweb.throttling).
 admin.site.login_form = views.RateLimitedAdminAuthenticationForm
+admin.site.login = views.throttled_admin_login(admin.site.login)  # type: ignore[method-assign]
 
 urlpatterns = [
     path("login/", views.LoginView.as_view(), name="login"),

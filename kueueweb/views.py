@@ -3,6 +3,8 @@ scheduling.web)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 from django import forms
@@ -73,20 +75,39 @@ def throttled_wait(form: forms.Form) -> int:
     return 0
 
 
+def answer_throttled(response: HttpResponse, form: forms.Form) -> HttpResponse:
+    """429 with ``Retry-After`` when the sign-in form was refused for too many failures."""
+    wait = throttled_wait(form)
+    if wait:
+        response.status_code = 429
+        response["Retry-After"] = str(wait)
+        # The template says why, instead of "didn't match" (rendered lazily).
+        context = getattr(response, "context_data", None)
+        if context is not None:
+            context["throttled"] = form.non_field_errors()[0]
+    return response
+
+
 class LoginView(auth_views.LoginView):
     """Django's sign-in page, answering 429 with ``Retry-After`` to a throttled client."""
 
     authentication_form = RateLimitedAuthenticationForm
 
     def form_invalid(self, form: Any) -> HttpResponse:
-        response = super().form_invalid(form)
-        wait = throttled_wait(form)
-        if wait:
-            response.status_code = 429
-            response["Retry-After"] = str(wait)
-            # The template says why, instead of "didn't match" (rendered lazily).
-            context = getattr(response, "context_data", None)
-            if context is not None:
-                context["throttled"] = form.non_field_errors()[0]
+        return answer_throttled(super().form_invalid(form), form)
+
+
+def throttled_admin_login(
+        site_login: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The admin site's sign-in view, answering a throttled client as ``LoginView`` does."""
+
+    @wraps(site_login)
+    def login(request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        response = site_login(request, extra_context)
+        form = (getattr(response, "context_data", None) or {}).get("form")
+        if isinstance(form, forms.Form) and form.is_bound:
+            return answer_throttled(response, form)
         return response
+
+    return login
 

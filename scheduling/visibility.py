@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db.models import F, Q, QuerySet
 
+from kueueweb.pagination import MAX_OFFSET
 from scheduling.choices import QueueState, StopPolicy, WorkloadPhase
 from scheduling.conditions import find, timestamp
 from scheduling.models import ClusterQueue, LocalQueue, ParkedShape, Workload
@@ -73,7 +74,8 @@ def in_cluster_queue(queryset: QuerySet[Workload], name: str) -> QuerySet[Worklo
 
 
 def clamp(offset: int, limit: int) -> tuple[int, int]:
-    return max(offset, 0), min(max(limit, 0), MAX_LIMIT)
+    # An offset past any queue's end reads an empty page, however large it was asked.
+    return min(max(offset, 0), MAX_OFFSET), min(max(limit, 0), MAX_LIMIT)
 
 
 def pending_in_cluster_queue(

@@ -36,6 +36,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 
+from kueueweb.pagination import page_number
 from kueueweb.roles import Role, role_of
 from multicluster.models import Cluster
 from scheduling import snapshots, visibility
@@ -527,10 +528,7 @@ def overview_history_partial(request: HttpRequest) -> HttpResponse:
 
 
 def _page_number(request: HttpRequest, key: str = "page") -> int:
-    try:
-        return max(1, int(request.GET.get(key, 1)))
-    except ValueError:
-        return 1
+    return page_number(request.GET.get(key, 1), PAGE_SIZE)
 
 
 @dataclass

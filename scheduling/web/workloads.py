@@ -26,6 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from kueueweb.pagination import page_number as pager_page_number
 from kueueweb.roles import Role, can_operate_in, role_of
 from multicluster.choices import MULTIKUEUE_CONTROLLER_NAME, ClusterRole, Dispatcher
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig, Pod, PodGroup
@@ -77,10 +78,7 @@ def _list_context(request: HttpRequest) -> dict[str, Any]:
     filters = WorkloadListFilter(request.GET or None, queryset=Workload.objects.all())
     queryset: QuerySet[Workload] = filters.qs
     sort, order_by = filters.ordering()
-    try:
-        page_number = max(1, int(request.GET.get("page", "1")))
-    except ValueError:
-        page_number = 1
+    page_number = pager_page_number(request.GET.get("page", "1"), PAGE_SIZE)
     start = (page_number - 1) * PAGE_SIZE
     # The page's ids first (one more than a page tells whether a next page exists): walking
     # to a late page then reads an index, not every skipped row with its joins. Then the

@@ -1,20 +1,25 @@
-"""The setup commands `make run` calls: ensure_admin and demo."""
+"""The setup commands `make run` calls: ensure_admin, demo and local_secrets."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shlex
+import stat
 import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet, InvalidToken
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from kueueweb.env import check_fernet_key, check_secret_key, derived_fernet_key
 from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node
 from scheduling.models import (
     ClusterQueue,
@@ -301,3 +306,84 @@ def test_serve_in_embedded_mode_tells_a_socket_what_its_reconcilers_commit(
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+# --- local_secrets: the keys of a `make run` installation --------------------------------
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.django_db
+def test_local_secrets_generates_the_keys_once_readable_by_their_owner_only(
+        tmp_path: Path, settings: Any) -> None:
+    settings.VAR_DIR = tmp_path / "var"
+
+    first = run("local_secrets")
+    keys = {name: (settings.VAR_DIR / name).read_text() for name in
+            ("secret_key", "encryption_key")}
+    again = run("local_secrets")
+
+    assert "Generated" in first
+    assert "Generated" not in again
+    assert {name: (settings.VAR_DIR / name).read_text() for name in keys} == keys
+    assert {_mode(settings.VAR_DIR / name) for name in keys} == {0o600}
+    check_secret_key("SECRET_KEY", keys["secret_key"].strip())
+    check_fernet_key("KUEUEWEB_ENCRYPTION_KEY", keys["encryption_key"].strip())
+    assert keys["secret_key"].strip() not in first + again  # never printed
+
+
+@pytest.mark.django_db
+def test_local_secrets_moves_kubeconfigs_off_the_development_key(
+        tmp_path: Path, settings: Any) -> None:
+    settings.VAR_DIR = tmp_path / "var"
+    development = Fernet(derived_fernet_key(settings.SECRET_KEY).encode())
+    old = Cluster.objects.create(name="far", kubeconfig_encrypted=development.encrypt(
+        b"apiVersion: v1\nkind: Config\n").decode())
+    foreign = Cluster.objects.create(name="elsewhere", kubeconfig_encrypted=Fernet(
+        Fernet.generate_key()).encrypt(b"other").decode())
+
+    out = run("local_secrets")
+    installation = Fernet((settings.VAR_DIR / "encryption_key").read_text().strip().encode())
+    old.refresh_from_db()
+    foreign_token = Cluster.objects.get(pk=foreign.pk).kubeconfig_encrypted
+    rerun = run("local_secrets")
+
+    assert installation.decrypt(old.kubeconfig_encrypted.encode()) == \
+        b"apiVersion: v1\nkind: Config\n"
+    with pytest.raises(InvalidToken):
+        development.decrypt(old.kubeconfig_encrypted.encode())
+    assert "Re-encrypted 1 kubeconfig" in out
+    assert foreign_token == foreign.kubeconfig_encrypted  # left as it was, and said so
+    assert "1 stored kubeconfig(s) open with neither" in out
+    assert "Re-encrypted" not in rerun
+
+
+def test_make_run_serves_with_debug_off_on_the_installation_s_keys(tmp_path: Path) -> None:
+    var = tmp_path / "var"
+    plan = subprocess.run(["make", "-n", "-W", "pyproject.toml", "run",
+                           f"KUEUEWEB_VAR_DIR={var}"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.replace("\\\n", " ")
+    steps = [shlex.split(line) for line in plan.splitlines() if "manage.py" in line]
+    names = [step[step.index("manage.py") + 1] for step in steps]
+    assert names[0] == "local_secrets"
+    assert names[-1] == "serve"
+
+    def env_of(step: list[str]) -> dict[str, str]:
+        assigned = dict(word.split("=", 1) for word in step[:step.index("manage.py") - 1])
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("KUEUEWEB_", "DJANGO_"))
+                and k not in {"DEBUG", "SECRET_KEY", "DATABASE_URL", "REDIS_URL"}}
+        return {**base, "DJANGO_SETTINGS_MODULE": "kueueweb.settings", **assigned}
+
+    subprocess.run([sys.executable, "manage.py", "local_secrets"], cwd=ROOT,
+                   env=env_of(steps[0]), check=True, capture_output=True)
+    served = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); from django.conf import "
+         "settings as s; print(s.DEBUG, s.SECRET_KEY, s.KUEUEWEB_ENCRYPTION_KEY)"],
+        cwd=ROOT, env=env_of(steps[-1]), capture_output=True, text=True, check=True)
+
+    debug, secret_key, encryption_key = served.stdout.split()
+    assert debug == "False"
+    assert secret_key == (var / "secret_key").read_text().strip()
+    assert encryption_key == (var / "encryption_key").read_text().strip()

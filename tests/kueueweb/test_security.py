@@ -246,7 +246,8 @@ def test_failed_sign_ins_lock_the_username_out_even_with_the_right_password(
     assert 0 < int(locked["Retry-After"]) <= 600
     assert b"Too many failed sign-ins" in locked.content
     assert "_auth_user_id" not in client.session
-    assert admin_locked.status_code == 200
+    assert admin_locked.status_code == 429
+    assert 0 < int(admin_locked["Retry-After"]) <= 600
     assert b"Too many failed sign-ins" in admin_locked.content
     assert from_elsewhere.status_code == 302  # another address is not locked out
 

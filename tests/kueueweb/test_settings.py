@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
+
+from kueueweb.env import DEVELOPMENT_SECRET_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+SECRET_KEY = secrets.token_urlsafe(50)
+ENCRYPTION_KEY = Fernet.generate_key().decode()
+
+
 def _load_settings(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "KUEUEWEB_ENCRYPTION_KEY", "DATABASE_URL", "REDIS_URL"}}
+    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "KUEUEWEB_ENCRYPTION_KEY", "DATABASE_URL", "REDIS_URL",
+                                                                 "SECRET_KEY_FILE", "KUEUEWEB_ENCRYPTION_KEY_FILE"}}
     clean.update(env)
     return subprocess.run(
         [sys.executable, "-c", "import kueueweb.settings as s; print(s.DATABASES['default']['ENGINE'], s.RECONCILER_MODE, s.CHANNEL_LAYERS['default']['BACKEND'])"],
@@ -41,9 +50,10 @@ def test_production_mode_from_database_and_redis_urls() -> None:
     ("env", "missing"),
     [
         ({"DEBUG": "false"}, "SECRET_KEY is not set"),
-        ({"DEBUG": "false", "SECRET_KEY": "x" * 50}, "KUEUEWEB_ENCRYPTION_KEY is not set"),
+        ({"DEBUG": "false", "SECRET_KEY": " "}, "SECRET_KEY is not set"),
+        ({"DEBUG": "false", "SECRET_KEY": SECRET_KEY}, "KUEUEWEB_ENCRYPTION_KEY is not set"),
     ],
-    ids=["no-secret-key", "no-encryption-key"],
+    ids=["no-secret-key", "blank-secret-key", "no-encryption-key"],
 )
 def test_debug_off_refuses_default_secrets(env: dict[str, str], missing: str) -> None:
     result = _load_settings(env)
@@ -51,13 +61,41 @@ def test_debug_off_refuses_default_secrets(env: dict[str, str], missing: str) ->
     assert missing in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("env", "refusal"),
+    [
+        ({"SECRET_KEY": "change-me"}, "SECRET_KEY is a value published with kueueweb"),
+        ({"SECRET_KEY": DEVELOPMENT_SECRET_KEY}, "SECRET_KEY is a value published with kueueweb"),
+        ({"SECRET_KEY": "short-but-not-blank"}, "SECRET_KEY is too weak"),
+        ({"SECRET_KEY": "x" * 60}, "SECRET_KEY is too weak"),
+        ({"KUEUEWEB_ENCRYPTION_KEY": "change-me"},
+         "KUEUEWEB_ENCRYPTION_KEY must be a Fernet key"),
+        ({"KUEUEWEB_ENCRYPTION_KEY": "f" * 43 + "="}, "KUEUEWEB_ENCRYPTION_KEY is too weak"),
+    ],
+    ids=["placeholder", "development-key", "short", "one-character", "not-a-fernet-key",
+         "typed-fernet-key"],
+)
+def test_debug_off_refuses_weak_or_public_secrets(env: dict[str, str], refusal: str) -> None:
+    result = _load_settings({"DEBUG": "false", "SECRET_KEY": SECRET_KEY,
+                             "KUEUEWEB_ENCRYPTION_KEY": ENCRYPTION_KEY, **env})
+    assert result.returncode != 0
+    assert refusal in result.stderr
+    assert env[next(iter(env))] not in result.stderr.replace(refusal, "")  # never echoed
+
+
+def test_a_malformed_encryption_key_is_refused_at_start_even_in_development() -> None:
+    result = _load_settings({"KUEUEWEB_ENCRYPTION_KEY": "change-me"})
+    assert result.returncode != 0
+    assert "KUEUEWEB_ENCRYPTION_KEY must be a Fernet key" in result.stderr
+
+
 def test_debug_off_starts_with_its_secrets(tmp_path: Path) -> None:
     key_file = tmp_path / "secret"
-    key_file.write_text("s" * 50)
+    key_file.write_text(SECRET_KEY + "\n")
     result = _load_settings({
         "DEBUG": "false",
         "SECRET_KEY_FILE": str(key_file),
-        "KUEUEWEB_ENCRYPTION_KEY": "f" * 43 + "=",
+        "KUEUEWEB_ENCRYPTION_KEY": ENCRYPTION_KEY,
     })
     assert result.returncode == 0, result.stderr
 

@@ -1,7 +1,12 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
+from django.contrib.auth.models import User
+from django.http import HttpRequest, HttpResponse
+from django.test import Client, override_settings
+from django.urls import path
+
+from kueueweb import urls as site_urls
 
 
 @pytest.mark.django_db
@@ -23,3 +28,46 @@ def test_health_check_is_open_and_reports_ok(client: Client) -> None:
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+
+
+# --- error pages: the site's own, with DEBUG off ---------------------------------------------
+
+
+def _boom(request: HttpRequest) -> HttpResponse:
+    raise RuntimeError("kw-internal-detail-4f1c")
+
+
+urlpatterns = [path("boom/", _boom), *site_urls.urlpatterns]
+
+
+@pytest.mark.django_db
+def test_an_unknown_page_is_the_site_s_404_showing_anonymous_visitors_nothing(
+        client: Client, viewer_ui: Client) -> None:
+    anonymous = client.get("/no/such/page/")
+    signed_in = viewer_ui.get("/no/such/page/")
+
+    assert anonymous.status_code == signed_in.status_code == 404
+    for response in (anonymous, signed_in):
+        assert "Page not found" in response.content.decode()
+    page = anonymous.content.decode()
+    assert 'nav aria-label="Main"' not in page
+    for leak in ("/workloads/", "/admin/", "/api/", "urlpatterns", "URLconf", "/no/such/page/"):
+        assert leak not in page, leak
+    assert 'nav aria-label="Main"' in signed_in.content.decode()
+    assert "/workloads/" in signed_in.content.decode()
+
+
+@pytest.mark.django_db
+@override_settings(ROOT_URLCONF=__name__)
+def test_a_server_error_is_the_site_s_500_without_its_details(viewer: User) -> None:
+    client = Client(raise_request_exception=False)
+    client.force_login(viewer)
+
+    response = client.get("/boom/")
+
+    assert response.status_code == 500
+    page = response.content.decode()
+    assert "Server error" in page
+    assert '<link rel="stylesheet"' in page  # the site's layout
+    assert "kw-internal-detail-4f1c" not in page
+    assert "Traceback" not in page
