@@ -249,7 +249,6 @@ def _fuzz_ui_forms(application: Any, user: User, manager: Cluster, watch: Watch)
             path = f"{workloads[namespace]}actions/{action}/"
             watch.response(f"POST {path} {_short(data)}", ui.post(path, data))
 
-        # The page number is left out here: a huge one is the case marked below.
         @fuzz()
         @given(params=form({
             "namespace": namespaces, "queue": st.text(max_size=30),
@@ -259,7 +258,7 @@ def _fuzz_ui_forms(application: Any, user: User, manager: Cluster, watch: Watch)
             "priority_min": numbers_as_typed, "priority_max": numbers_as_typed,
             "q": st.text(max_size=30), "sort": st.one_of(st.sampled_from(["-name", "state"]),
                                                          st.text(max_size=10)),
-            "page": st.integers(min_value=-10**6, max_value=10**6).map(str)}))
+            "page": numbers_as_typed}))
         def list_filters(params: dict[str, Any]) -> None:
             for path in ("/workloads/", "/workloads/partial/"):
                 watch.response(f"GET {path} {_short(params)}", ui.get(path, params))
@@ -358,11 +357,9 @@ def test_the_admin_posting_generated_kubeconfigs_gets_no_5xx_and_never_sees_one_
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(dict.fromkeys(failures))
 
 
-# --- known holes, marked until their fixes are merged --------------------------------------
+# --- holes found before the fuzzing, kept as cases of their own -----------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="a huge page number of the workload list answers 500 "
-                   "(its offset overflows the database's integer)")
 def test_a_huge_page_number_of_the_workload_list_answers_without_5xx(
         grant_world: list[Target], application: Any, viewer: User) -> None:
     with browser(application, viewer) as ui:
