@@ -145,11 +145,14 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
             return outcome
         sim = SimulationSettings.of(cluster)
         events: list[Event] = []
-        _stop_jobs(cluster, now=now, events=events, outcome=outcome)
-        _start_jobs(cluster, sim, now=now, events=events, outcome=outcome)
-        outcome.advanced = _advance_pods(cluster, now=now)
-        _report(cluster, now=now, events=events, outcome=outcome)
-        _schedule(cluster, sim, now=now, events=events, outcome=outcome)
+        # The quota its stopped and finished jobs give back is written after every job row
+        # of the pass: a scale holds its job's row while it writes the queue's.
+        with admission.quota_releases_last():
+            _stop_jobs(cluster, now=now, events=events, outcome=outcome)
+            _start_jobs(cluster, sim, now=now, events=events, outcome=outcome)
+            outcome.advanced = _advance_pods(cluster, now=now)
+            _report(cluster, now=now, events=events, outcome=outcome)
+            _schedule(cluster, sim, now=now, events=events, outcome=outcome)
         Event.objects.bulk_create(events)
         if events or outcome.changed:
             live.notify(cluster_id)
