@@ -8,9 +8,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
+import redis
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
+from kueueweb.reconcile import CLUSTER_SYNC_TASK
 from multicluster.models import Cluster, Node, Pod
 from multicluster.simulated import runner
 from scheduling import admission, services
@@ -24,6 +26,7 @@ from scheduling.models import (
     Workload,
     WorkloadPriorityClass,
 )
+from tests.fixtures.broker import messages
 from tests.fixtures.row_locks import (
     LOCK_TIMEOUT,
     held_open,
@@ -217,3 +220,18 @@ def test_a_pass_that_frees_quota_and_a_scale_that_frees_quota_do_not_deadlock(
     assert Job.objects.get(pk=long.pk).status["ready"] == 1
     # Both releases were written: the pass's at its end, the scale's before it.
     assert ClusterQueue.objects.get(pk=cq.pk).allocatable_generation == generation + 2
+
+
+@pytest.mark.production
+def test_a_pass_that_finds_another_running_asks_again_instead_of_waiting(
+    broker: redis.Redis, manager: Cluster, t0: datetime,
+) -> None:
+    # A pass that waited for the running one held a worker process meanwhile: under load
+    # every worker process waited for one cluster's pass.
+    second: list[runner.SyncOutcome] = []
+    with held_open(lambda: runner.sync_cluster(manager.pk, now=t0)):
+        write_without_waiting(lambda: second.append(runner.sync_cluster(manager.pk, now=t0)))
+
+    assert [outcome.busy for outcome in second] == [True]
+    # It asked for a pass again, for when the running one has committed.
+    assert messages(broker, CLUSTER_SYNC_TASK, manager.pk) == 1
