@@ -108,6 +108,8 @@ def reconcilers(*, workers: int, concurrency: int, period: float,
     try:
         for index in range(workers):
             start(f"worker{index}", "worker", "--pool=prefork", f"--concurrency={concurrency}",
+                  # As deployed: beat's queue first (``deploy/``, settings).
+                  f"--queues={settings.PERIODIC_TASK_QUEUE},{settings.CELERY_TASK_DEFAULT_QUEUE}",
                   "--loglevel=WARNING", "--without-gossip", "--without-mingle",
                   "--without-heartbeat", f"--hostname=soak{index}-{os.getpid()}@%h")
         start("beat", "beat", "--loglevel=WARNING", f"--schedule={log_dir / 'beat-schedule'}")

@@ -151,7 +151,9 @@ def sync_dispatch(cluster_id: int, *, now: datetime) -> DispatchOutcome:
         Q(phase__in=_RESERVED) | Q(dispatches__isnull=False)).distinct().values_list(
         "pk", flat=True)
     for pk in list(candidates):
-        with transaction.atomic():
+        # A worker's queue row after the remote job's and workload's rows
+        # (``admission.quota_releases_last``).
+        with transaction.atomic(), admission.quota_releases_last():
             wl = (Workload.objects.select_for_update(of=("self",), no_key=True).select_related("job")
                   .filter(pk=pk).first())
             if wl is None:

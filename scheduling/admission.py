@@ -21,7 +21,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -1105,6 +1107,38 @@ def finish_without_release(cluster_id: int, row: Mapping[str, Any], reason: str,
     return updated == 1
 
 
+# The releases of the innermost ``quota_releases_last`` block: domain -> (queue ids, the time
+# of the first release).
+_pending_releases: ContextVar[dict[int, tuple[set[int], datetime]] | None] = ContextVar(
+    "pending_quota_releases", default=None)
+
+
+@contextmanager
+def quota_releases_last() -> Iterator[None]:
+    """Write the quota releases made in this block when it ends, as the last writes of a
+    transaction that writes many jobs and workloads (a cluster's pass, the lifecycle pass).
+
+    A cluster queue's row is shared by every job of the queue, and every release writes it
+    (``on_quota_released``). A pass that released one job's quota and then wrote another
+    job's row held the queue's row while it waited for that job, which a scale of the job
+    held while it waited for the queue's row to release its own quota: a deadlock. Every
+    transaction writes the queue rows after its job and workload rows, and those in id
+    order, so no transaction holding a queue row waits for anything but another queue row
+    of a higher id. Nested blocks write with the outermost; a block left by an exception
+    writes nothing (its transaction rolls back)."""
+    if _pending_releases.get() is not None:
+        yield
+        return
+    pending: dict[int, tuple[set[int], datetime]] = {}
+    token = _pending_releases.set(pending)
+    try:
+        yield
+    finally:
+        _pending_releases.reset(token)
+    for cluster_id, (ids, now) in sorted(pending.items()):
+        on_quota_released(cluster_id, ids, now=now)
+
+
 def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now: datetime) -> None:
     """Quota came back in these queues: bump their generation (scan progress restarts) and
     give parked workloads of their cohort trees another chance (QueueInadmissibleWorkloads).
@@ -1113,8 +1147,19 @@ def on_quota_released(cluster_id: int, cluster_queue_ids: Iterable[int], *, now:
     lease before it reads anything (``requeue_due_queues``). Run here, it could land between
     a running cycle's snapshot and its writes, and that cycle would then park a shape again
     on the quota it saw before the release: its workloads would wait for the next release
-    (Kueue's queueInadmissibleCycle guards the same race)."""
+    (Kueue's queueInadmissibleCycle guards the same race).
+
+    Call it after the transaction's job and workload writes, or inside
+    ``quota_releases_last``, which defers it to the end of the block."""
     ids = set(cluster_queue_ids)
+    pending = _pending_releases.get()
+    if pending is not None:
+        pending.setdefault(cluster_id, (set(), now))[0].update(ids)
+        return
+    if len(ids) > 1 and connection.in_atomic_block:
+        # In id order: two releases of overlapping queues never take them crosswise.
+        list(ClusterQueue.objects.filter(pk__in=ids).order_by("pk")
+             .select_for_update(no_key=True).values_list("pk", flat=True))
     ClusterQueue.objects.filter(pk__in=ids).update(
         allocatable_generation=F("allocatable_generation") + 1
     )
@@ -1153,10 +1198,15 @@ def requeue_due_queues(cluster_id: int, *, now: datetime) -> int:
         return 0
     tree = cohort_tree_queue_ids(cluster_id, due)
     with transaction.atomic():
-        # A release elsewhere in these trees, due later, is covered by this requeue.
+        requeued = _requeue(cluster_id, tree, now=now)
+        # A release elsewhere in these trees, due later, is covered by this requeue. The
+        # marks are cleared after the workloads are written, as every transaction writes
+        # queue rows (``quota_releases_last``): a scale holding its job's parked slice
+        # waits for the queue's row to release quota. A release that marks a queue
+        # meanwhile finds nothing parked to requeue: only the cycle parks workloads.
         ClusterQueue.objects.filter(pk__in=tree, requeue_due_at__isnull=False).update(
             requeue_due_at=None)
-        return _requeue(cluster_id, tree, now=now)
+        return requeued
 
 
 def cohort_tree_queue_ids(cluster_id: int, cluster_queue_ids: Iterable[int]) -> set[int]:

@@ -223,10 +223,13 @@ def run_lifecycle(cluster_id: int, *, now: datetime, rng: random.Random | None =
     outcome = LifecycleOutcome()
     with transaction.atomic():
         events: list[Event] = []
-        _evict_inactive(cluster_id, now=now, events=events, outcome=outcome)
-        _evict_stopped_queues(cluster_id, now=now, events=events, outcome=outcome)
-        _check_admitted(cluster_id, config, now=now, rng=rng, events=events, outcome=outcome)
-        _requeue_pending(cluster_id, now=now, events=events, outcome=outcome)
+        # Queue rows after workload rows (``admission.quota_releases_last``).
+        with admission.quota_releases_last():
+            _evict_inactive(cluster_id, now=now, events=events, outcome=outcome)
+            _evict_stopped_queues(cluster_id, now=now, events=events, outcome=outcome)
+            _check_admitted(cluster_id, config, now=now, rng=rng, events=events,
+                            outcome=outcome)
+            _requeue_pending(cluster_id, now=now, events=events, outcome=outcome)
         Event.objects.bulk_create(events)
         if outcome.evicted or outcome.deactivated or outcome.requeued:
             admission.request_admission(cluster_id)

@@ -8,7 +8,7 @@ import pytest
 
 pytest_plugins = [
     "tests.fixtures.accounts", "tests.fixtures.scheduling", "tests.fixtures.processes",
-    "tests.fixtures.browser",
+    "tests.fixtures.browser", "tests.fixtures.broker",
 ]
 
 

@@ -118,6 +118,8 @@ class SyncOutcome:
     # Pods that became ready or terminated in this pass.
     advanced: int = 0
     next_wakeup: datetime | None = None
+    # Another pass of the cluster was running: this one did nothing and asked again.
+    busy: bool = False
 
     @property
     def changed(self) -> bool:
@@ -126,6 +128,11 @@ class SyncOutcome:
     def due(self, moment: datetime | None) -> None:
         if moment is not None and (self.next_wakeup is None or moment < self.next_wakeup):
             self.next_wakeup = moment
+
+
+# How soon a pass that found another one running asks again: about a pass's length, so
+# that it runs once the other committed, without spinning through the queue meanwhile.
+BUSY_RETRY_SECONDS = 1.0
 
 
 def request_sync(cluster_id: int, delay_seconds: float = 0.0) -> None:
@@ -140,16 +147,29 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
         # transaction that inserts an event, job, workload or pod of this cluster takes FOR
         # KEY SHARE on its row (the foreign-key check), which FOR UPDATE would make wait for
         # the whole pass, and deadlock with a pass that then waits for that transaction.
-        cluster = Cluster.objects.select_for_update(no_key=True).filter(pk=cluster_id).first()
-        if cluster is None or cluster.connection_type != ConnectionType.SIMULATED:
+        # SKIP LOCKED: a pass that waited for the running one held a worker process
+        # meanwhile, and under load every worker process waited for the one pass while the
+        # other reconcilers' messages piled up in the queue. It asks again instead, since
+        # the running pass may have read before the change it was asked for.
+        cluster = (Cluster.objects.select_for_update(no_key=True, skip_locked=True)
+                   .filter(pk=cluster_id).first())
+        if cluster is None:
+            if Cluster.objects.filter(pk=cluster_id).exists():
+                outcome.busy = True
+                request_sync(cluster_id, BUSY_RETRY_SECONDS)
+            return outcome
+        if cluster.connection_type != ConnectionType.SIMULATED:
             return outcome
         sim = SimulationSettings.of(cluster)
         events: list[Event] = []
-        _stop_jobs(cluster, now=now, events=events, outcome=outcome)
-        _start_jobs(cluster, sim, now=now, events=events, outcome=outcome)
-        outcome.advanced = _advance_pods(cluster, now=now)
-        _report(cluster, now=now, events=events, outcome=outcome)
-        _schedule(cluster, sim, now=now, events=events, outcome=outcome)
+        # The quota its stopped and finished jobs give back is written after every job row
+        # of the pass: a scale holds its job's row while it writes the queue's.
+        with admission.quota_releases_last():
+            _stop_jobs(cluster, now=now, events=events, outcome=outcome)
+            _start_jobs(cluster, sim, now=now, events=events, outcome=outcome)
+            outcome.advanced = _advance_pods(cluster, now=now)
+            _report(cluster, now=now, events=events, outcome=outcome)
+            _schedule(cluster, sim, now=now, events=events, outcome=outcome)
         Event.objects.bulk_create(events)
         if events or outcome.changed:
             live.notify(cluster_id)

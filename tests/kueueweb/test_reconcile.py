@@ -10,47 +10,18 @@ served would leave a workload pending.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import redis
-from django.db import connection, transaction
+from django.db import transaction
 
 from kueueweb import reconcile
 from kueueweb.reconcile import ADMISSION_TASK, CLUSTER_SYNC_TASK
 from multicluster.models import Cluster
+from tests.fixtures.broker import messages
 
 pytestmark = pytest.mark.production
-
-
-@pytest.fixture
-def broker(transactional_db: None, settings: Any) -> Iterator[redis.Redis]:
-    """The test process as a Celery client of an empty broker that no worker reads."""
-    if not settings.REDIS_URL or connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL and Redis")
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    client.flushdb()
-    settings.RECONCILER_MODE = "celery"
-    reconcile._broker_down.reset()
-    try:
-        yield client
-    finally:
-        reconcile._broker_down.reset()
-        client.flushdb()
-
-
-def _messages(client: redis.Redis, task_name: str, cluster_id: int) -> int:
-    """How many messages for ``task_name`` of the domain wait in Celery's default queue."""
-    import base64
-    import json
-
-    count = 0
-    for raw in cast(list[bytes], client.lrange("celery", 0, -1)):
-        message = json.loads(raw)
-        args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
-        if message["headers"]["task"] == task_name and args == [cluster_id]:
-            count += 1
-    return count
 
 
 def _request_in_transaction(task_name: str, cluster_id: int) -> None:
@@ -63,18 +34,18 @@ def test_a_burst_is_one_message_until_a_run_takes_it(broker: redis.Redis,
     other = manager.pk + 1  # another domain: only its id is sent
     for _ in range(5):
         _request_in_transaction(ADMISSION_TASK, manager.pk)
-    assert _messages(broker, ADMISSION_TASK, manager.pk) == 1
+    assert messages(broker, ADMISSION_TASK, manager.pk) == 1
     # Another domain's requests are its own.
     _request_in_transaction(ADMISSION_TASK, other)
-    assert _messages(broker, ADMISSION_TASK, other) == 1
+    assert messages(broker, ADMISSION_TASK, other) == 1
 
     # A cycle takes the message: the requests after that may bring changes it did not
     # read, so the next one is sent (and the burst after it is one message again).
     reconcile.taken(ADMISSION_TASK, manager.pk)
     for _ in range(3):
         _request_in_transaction(ADMISSION_TASK, manager.pk)
-    assert _messages(broker, ADMISSION_TASK, manager.pk) == 2
-    assert _messages(broker, ADMISSION_TASK, other) == 1
+    assert messages(broker, ADMISSION_TASK, manager.pk) == 2
+    assert messages(broker, ADMISSION_TASK, other) == 1
 
 
 @pytest.mark.parametrize("task_name", sorted(reconcile.COALESCED_TASKS))
@@ -82,7 +53,7 @@ def test_every_reconciler_is_one_message_per_target(broker: redis.Redis, manager
                                                     task_name: str) -> None:
     for _ in range(5):
         _request_in_transaction(task_name, manager.pk)
-    assert _messages(broker, task_name, manager.pk) == 1
+    assert messages(broker, task_name, manager.pk) == 1
 
 
 def test_a_wake_up_after_a_waiting_message_sends_none(broker: redis.Redis,
@@ -93,7 +64,7 @@ def test_a_wake_up_after_a_waiting_message_sends_none(broker: redis.Redis,
     for delay in (0.5, 3.0, 3.0):
         with transaction.atomic():
             reconcile.request_later(CLUSTER_SYNC_TASK, delay, manager.pk)
-    assert _messages(broker, CLUSTER_SYNC_TASK, manager.pk) == 1
+    assert messages(broker, CLUSTER_SYNC_TASK, manager.pk) == 1
 
 
 def test_an_earlier_request_is_sent_ahead_of_a_later_wake_up(broker: redis.Redis,
@@ -102,7 +73,7 @@ def test_an_earlier_request_is_sent_ahead_of_a_later_wake_up(broker: redis.Redis
         reconcile.request_later(CLUSTER_SYNC_TASK, 60.0, manager.pk)
     _request_in_transaction(CLUSTER_SYNC_TASK, manager.pk)
     _request_in_transaction(CLUSTER_SYNC_TASK, manager.pk)  # finds the earlier one
-    assert _messages(broker, CLUSTER_SYNC_TASK, manager.pk) == 2
+    assert messages(broker, CLUSTER_SYNC_TASK, manager.pk) == 2
 
 
 def test_a_mark_whose_message_is_lost_expires(broker: redis.Redis, manager: Cluster,
@@ -112,10 +83,10 @@ def test_a_mark_whose_message_is_lost_expires(broker: redis.Redis, manager: Clus
     _request_in_transaction(ADMISSION_TASK, manager.pk)
     broker.delete("celery")  # the message is gone (a host lost with it), its mark is not
     _request_in_transaction(ADMISSION_TASK, manager.pk)
-    assert _messages(broker, ADMISSION_TASK, manager.pk) == 0
+    assert messages(broker, ADMISSION_TASK, manager.pk) == 0
     time.sleep(reconcile.REQUEST_ONCE_SECONDS + 0.5)
     _request_in_transaction(ADMISSION_TASK, manager.pk)
-    assert _messages(broker, ADMISSION_TASK, manager.pk) == 1
+    assert messages(broker, ADMISSION_TASK, manager.pk) == 1
 
 
 def test_a_request_without_redis_is_dropped_at_once(broker: redis.Redis, manager: Cluster,
@@ -134,7 +105,7 @@ def test_a_request_without_redis_is_dropped_at_once(broker: redis.Redis, manager
     reconcile.taken(ADMISSION_TASK, manager.pk)  # nor does a run that starts meanwhile
     assert time.monotonic() - started < 2  # one failed attempt, then the cooldown
     assert reconcile._broker_down.active
-    assert _messages(broker, ADMISSION_TASK, manager.pk) == 0  # the safety net catches up
+    assert messages(broker, ADMISSION_TASK, manager.pk) == 0  # the safety net catches up
 
 
 @pytest.fixture

@@ -124,6 +124,10 @@ def test_beat_sends_to_a_queue_every_worker_reads_and_drops_what_waited_a_period
     queues = set(settings.CELERY_TASK_QUEUES)
     assert {settings.CELERY_TASK_DEFAULT_QUEUE, settings.PERIODIC_TASK_QUEUE} <= queues
     assert settings.PERIODIC_TASK_QUEUE != settings.CELERY_TASK_DEFAULT_QUEUE
+    # Read first by every worker: a free worker process takes beat's task before the
+    # reconcilers' messages, rather than taking the queues in turn.
+    assert list(settings.CELERY_TASK_QUEUES)[0] == settings.PERIODIC_TASK_QUEUE
+    assert settings.CELERY_BROKER_TRANSPORT_OPTIONS["queue_order_strategy"] == "priority"
     for name, entry in settings.CELERY_BEAT_SCHEDULE.items():
         assert entry["options"] == {"queue": settings.PERIODIC_TASK_QUEUE,
                                     "expires": float(entry["schedule"])}, name

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from kueueweb import soak
-from tests.kueueweb.test_reconcile import broker  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.production, pytest.mark.slow]
 
@@ -20,10 +19,6 @@ RATE = 1.5
 
 
 @pytest.mark.usefixtures("broker")
-@pytest.mark.xfail(strict=True, reason=(
-    "a scale that frees quota and a worker's release lock the job's workloads and the "
-    "cluster queue's row in opposite orders (deadlock, 503); with the four worker slots "
-    "saturated on two cores, beat's safety net expires in its queue"))
 def test_a_steady_load_causes_no_deadlock_no_5xx_and_no_growing_queue(
         manager: Any) -> None:
     figures = soak.run(seconds=SECONDS, rate=RATE, clients=6, workers=2, concurrency=2,

@@ -3,13 +3,16 @@ policies and wake-ups."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
-from django.db import connection
+import redis
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
+from kueueweb.reconcile import CLUSTER_SYNC_TASK
 from multicluster.models import Cluster, Node, Pod
 from multicluster.simulated import runner
 from scheduling import admission, services
@@ -18,11 +21,18 @@ from scheduling.choices import StopPolicy, WorkloadPhase
 from scheduling.models import (
     ClusterQueue,
     Event,
+    Job,
     ResourceFlavor,
     Workload,
     WorkloadPriorityClass,
 )
-from tests.fixtures.row_locks import held_open, write_without_waiting
+from tests.fixtures.broker import messages
+from tests.fixtures.row_locks import (
+    LOCK_TIMEOUT,
+    held_open,
+    wait_until_another_waits,
+    write_without_waiting,
+)
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db
@@ -150,3 +160,78 @@ def test_a_pass_leaves_rows_that_reference_the_cluster_free_to_insert(
 
     assert Pod.objects.filter(cluster=manager).count() == 1
     assert Event.objects.filter(reason="Created", object_name="j").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="needs PostgreSQL row locks")
+def test_a_pass_that_frees_quota_and_a_scale_that_frees_quota_do_not_deadlock(
+    make_queue: Callable[..., ClusterQueue], manager: Cluster, t0: datetime,
+) -> None:
+    cq = make_queue("cq", {"cpu": "4"})
+    short = services.submit_job(job_manifest("a", "lq-cq", run_seconds=5), namespace="ns")
+    long = services.submit_job(job_manifest("b", "lq-cq", run_seconds=1000), namespace="ns")
+    admission.run_admission_cycle(manager.pk, now=t0)
+    runner.sync_cluster(manager.pk, now=t0)
+    generation = ClusterQueue.objects.get(pk=cq.pk).allocatable_generation
+    # At t0 + 10 the pass finishes "a" (its quota comes back) and then reports "b", whose
+    # pod became ready; meanwhile a scale of "b" holds its job's row and then releases
+    # quota in the same queue. A pass that wrote the queue's row as "a" finished held it
+    # while it waited for "b", and the scale waited for it: PostgreSQL aborted one.
+    later = t0 + timedelta(seconds=10)
+    locked, go = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def scale() -> None:
+        try:
+            with transaction.atomic():
+                Job.objects.select_for_update(no_key=True).get(pk=long.pk)
+                locked.set()
+                assert go.wait(timeout=60)
+                with connection.cursor() as cursor:
+                    cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                admission.on_quota_released(manager.pk, [cq.pk], now=later)
+        except BaseException as exc:  # noqa: BLE001 - reported in the test's thread
+            errors.append(exc)
+        finally:
+            locked.set()
+            connections.close_all()
+
+    def sync() -> None:
+        try:
+            runner.sync_cluster(manager.pk, now=later)
+        except BaseException as exc:  # noqa: BLE001 - reported in the test's thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    scaler, passer = threading.Thread(target=scale), threading.Thread(target=sync)
+    scaler.start()
+    assert locked.wait(timeout=60)
+    passer.start()
+    try:
+        wait_until_another_waits()  # the pass reached "b"
+    finally:
+        go.set()
+        scaler.join(timeout=60)
+        passer.join(timeout=60)
+
+    assert errors == []
+    assert Workload.objects.get(job=short).phase == WorkloadPhase.FINISHED
+    assert Job.objects.get(pk=long.pk).status["ready"] == 1
+    # Both releases were written: the pass's at its end, the scale's before it.
+    assert ClusterQueue.objects.get(pk=cq.pk).allocatable_generation == generation + 2
+
+
+@pytest.mark.production
+def test_a_pass_that_finds_another_running_asks_again_instead_of_waiting(
+    broker: redis.Redis, manager: Cluster, t0: datetime,
+) -> None:
+    # A pass that waited for the running one held a worker process meanwhile: under load
+    # every worker process waited for one cluster's pass.
+    second: list[runner.SyncOutcome] = []
+    with held_open(lambda: runner.sync_cluster(manager.pk, now=t0)):
+        write_without_waiting(lambda: second.append(runner.sync_cluster(manager.pk, now=t0)))
+
+    assert [outcome.busy for outcome in second] == [True]
+    # It asked for a pass again, for when the running one has committed.
+    assert messages(broker, CLUSTER_SYNC_TASK, manager.pk) == 1
