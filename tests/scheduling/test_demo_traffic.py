@@ -203,5 +203,7 @@ def test_beat_runs_demo_traffic_only_when_an_interval_is_set(
     )
 
     assert result.returncode == 0, result.stderr
-    want = "{'task': 'scheduling.tasks.demo_traffic_task', 'schedule': 15.0}"
+    # Like every periodic task, on beat's own queue, dropped once the next one is due.
+    want = ("{'task': 'scheduling.tasks.demo_traffic_task', 'schedule': 15.0, "
+            "'options': {'queue': 'periodic', 'expires': 15.0}}")
     assert result.stdout.strip() == (want if want_entry else "None")
