@@ -986,7 +986,8 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
 
     Preempted workloads are requeued at once (Requeued=True); other evictions set
     Requeued=False with the eviction reason until their back-off ends or the workload is
-    reactivated (§6.2); a back-off already over ends here. The time spent admitted adds to
+    reactivated (Kueue ``pkg/controller/core/workload_controller.go``); a back-off already
+    over ends here. The time spent admitted adds to
     ``accumulatedPastExecutionTimeSeconds``, and the queue-order timestamp becomes the
     eviction time for PodsReadyTimeout and AdmissionCheck evictions (``requeuingStrategy
     timestamp: Eviction``).
@@ -1335,7 +1336,7 @@ def request_all_domains() -> None:
 
 
 # =========================================================================================
-# Admission checks: the second phase (Kueue pkg/workload/admissionchecks.go, §6.5)
+# Admission checks: the second phase (Kueue pkg/workload/admissionchecks.go)
 # =========================================================================================
 
 CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")

@@ -1,6 +1,7 @@
 """The workload lifecycle reconciler: what happens to a workload after admission.
 
-Kueue mapping (``../shared/reference/kueue-behaviour.md`` §6):
+Kueue mapping (``pkg/controller/core/workload_controller.go`` and
+``pkg/controller/jobframework/reconciler.go``; ``docs/kueue-mapping.md``):
 
 - ``run_lifecycle`` is the workload controller's time-based part, for one domain:
   deactivation (``spec.active=false`` evicts), the PodsReady timeout (eviction with
@@ -282,7 +283,7 @@ def _deactivate(wl: Workload, reason: str, message: str, *, now: datetime, event
 def _evict_stopped_queues(cluster_id: int, *, now: datetime, events: list[Event],
                           outcome: LifecycleOutcome) -> None:
     """Stop policies: ``HoldAndDrain`` evicts what the queue admitted; ``Hold`` cancels
-    reservations that are not admitted yet (Kueue §6.8)."""
+    reservations that are not admitted yet (Kueue ``pkg/controller/core/workload_controller.go``)."""
     stopped_cqs = dict(ClusterQueue.objects.filter(cluster_id=cluster_id).exclude(
         stop_policy=StopPolicy.NONE).values_list("pk", "stop_policy"))
     stopped_lqs = dict(LocalQueue.objects.filter(cluster_id=cluster_id).exclude(
