@@ -1,32 +1,31 @@
-"""The garbage collector in web and reconciler processes: no pauses of tens of milliseconds.
+"""The garbage collector in web and reconciler processes: no long pauses inside requests and calls.
 
 Much of what a request builds ends up in reference cycles: a Django REST framework
 serializer and its fields point at each other and hold the page's model instances, so a
-list of 100 workloads leaves about 5,000 objects (the instances and their JSON) that only
+list of 100 workloads leaves thousands of objects (the instances and their JSON) that only
 the cycle collector frees. With CPython's default thresholds the youngest generation is
 collected every 700 allocations, several times within such a request, while those objects
 are still in use: they are promoted, and only the full collections free them, the garbage of
-many requests at once. Under load that was a 30 to 90 ms pause about every second, inside
-whichever request was running, and most of the API's p99 (``manage.py loadtest api``).
+many requests at once. Under load those full collections stop every thread about every
+second, inside whichever request is running, and make most of the API's slowest responses
+(``manage.py loadtest api``).
 
 ``tune()``, once the application has loaded:
 
 * freezes what is loaded (``gc.freeze()``): it lives as long as the process and is never
   walked again;
-* raises the youngest generation's threshold above what a request allocates (at most about
-  7,000 objects net for a page of 100 workloads), so what a request builds stays young;
+* raises the youngest generation's threshold well above what a request allocates (a page
+  of 100 workloads is the largest), so what a request builds stays young;
 * collects the youngest generation when each request has finished, which Django signals
   after the response was sent. That frees the request's cycles for the cost of walking the
-  request's own objects (1.4 ms for that page, 0.1 to 0.5 ms for most), whatever the size of
-  the process, and little ever reaches the old generation.
+  request's own objects, whatever the size of the process, and little ever reaches the old
+  generation.
 
 A reconciler process (a Celery worker, or the embedded loop, which also runs outside a
 web server under ``manage.py bench``) has the same problem at a larger scale: an admission
 call builds thousands of rows and engine workloads, the row caches keep some of them for a
-few seconds, and with the default thresholds those were promoted and then walked by full
-collections of the whole process. On embedded ``bench scheduler`` (``baseline``) that was 42
-full collections, 5.2 s in all and up to 190 ms each with every thread stopped.
-``tune_reconciler()`` applies the same thresholds and freeze, and collects the youngest
+few seconds, and with the default thresholds those are promoted and then walked by full
+collections of the whole process, each with every thread stopped. ``tune_reconciler()`` applies the same thresholds and freeze, and collects the youngest
 generation after each task (Celery's ``task_postrun``, and the embedded loop after each
 call).
 """

@@ -2,9 +2,7 @@
 
 A reconciler (the embedded loop, a Celery worker) runs thousands of short tasks a minute,
 and opening a connection costs about as much as one of them: SQLite registers Django's
-functions and runs the PRAGMAs, PostgreSQL starts a backend and authenticates. In a
-profile of production-mode ``bench scheduler``, connecting was 7 % of a worker's admission
-call.
+functions and runs the PRAGMAs, PostgreSQL starts a backend and authenticates.
 
 Django closes a connection after a request once it is older than ``CONN_MAX_AGE``
 (``DB_CONN_MAX_AGE``, 0 by default, which suits the ASGI web process). Celery's Django

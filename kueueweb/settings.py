@@ -121,8 +121,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "connect_timeout", env_int("DB_CONNECT_TIMEOUT_SECONDS", 5))
     # No JIT compilation: every query here is short, and the planner's cost estimates of
     # the admission's recursive head query passed jit_above_cost once the table had
-    # statistics, so a 1.7 ms query spent 37 ms compiling. (A DATABASE_URL's own
-    # ``?options=`` wins.)
+    # statistics, and compiling took many times longer than running the query. (A
+    # DATABASE_URL's own ``?options=`` wins.)
     DATABASES["default"]["OPTIONS"].setdefault("options", "-c jit=off")
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the reconciler loop writes; the timeout makes a

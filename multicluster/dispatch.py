@@ -2,7 +2,7 @@
 
 A hub cluster queue whose admission checks include one with controller
 ``kueue.x-k8s.io/multikueue`` reserves quota first; ``sync_dispatch`` then does, per workload
-(Kueue's ``workload.go`` ``reconcileGroup``, kueue-behaviour §8.3):
+(Kueue's ``pkg/controller/admissionchecks/multikueue/workload.go`` ``reconcileGroup``):
 
 1. a workload that finished or holds no quota any more has its remote objects deleted (a
    slice finished because its scale-up replaced it keeps them: they pass to the new slice);

@@ -276,10 +276,9 @@ MAX_ROUND_SECONDS = 0.2
 # How many pending workloads of each cluster queue a round loads (between these bounds,
 # about 4,000 rows in all, at most 16 each): the heads of the cycles it may run. A round
 # stops in a cohort tree once a queue has used every candidate loaded for it, so this is
-# also the most one call admits per queue. With 8, calls on ``bench scheduler``
-# (``baseline``: 30 queues, 1-cpu workloads of 200 ms once the larger ones were done)
-# admitted all 240 candidates, stopped, and started again: the small workloads' phase
-# took about 2 s longer than with 16.
+# also the most one call admits per queue. Too few, and a call that admits many short
+# workloads runs out of candidates, stops and starts again, paying a read and a write for
+# every few admissions.
 _CANDIDATES = (2, 16, 4000)
 
 
@@ -535,9 +534,8 @@ def _head_keys(cluster_id: int, *, now: datetime, per_queue: int) -> list[tuple[
     order (``workload_queue_order``), passing over those of a parked shape, but no more
     than a few times ``per_queue`` of them, and most queues find their candidates there.
     A queue that does not, and holds more rows than were read, may have thousands of
-    workloads of a parked shape ahead of its candidates (13,000 pending on ``baseline``
-    cost 35 ms a call to pass over row by row): it is read again by its shapes
-    (``_shape_keys``).
+    workloads of a parked shape ahead of its candidates, too many to pass over row by row
+    on every call: it is read again by its shapes (``_shape_keys``).
     """
     sql = _HeadSql(now, per_queue)
     scan = max(per_queue * _SCAN_ROWS_PER_CANDIDATE, 32)
@@ -653,7 +651,7 @@ def _shape_keys(local_queues: Sequence[int], sql: _HeadSql) -> list[tuple[Any, .
     if connection.vendor == "postgresql":
         # The shape is read from the seek itself. Joined on the id the seek found, as on
         # SQLite, PostgreSQL planned the recursive step as a hash join over a scan of the
-        # whole table, finished workloads included: 15 ms at 15,000 rows, and growing.
+        # whole table, finished workloads included, which grows with the history.
         shape = "n.priority, n.pod_sets_hash"
         first = f"CROSS JOIN LATERAL {next_shape('lq.id', '', shape)} f"
         step = (f"CROSS JOIN LATERAL ({next_shape('s.lq_id', same_priority, shape)} UNION ALL "
@@ -988,7 +986,8 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
 
     Preempted workloads are requeued at once (Requeued=True); other evictions set
     Requeued=False with the eviction reason until their back-off ends or the workload is
-    reactivated (§6.2); a back-off already over ends here. The time spent admitted adds to
+    reactivated (Kueue ``pkg/controller/core/workload_controller.go``); a back-off already
+    over ends here. The time spent admitted adds to
     ``accumulatedPastExecutionTimeSeconds``, and the queue-order timestamp becomes the
     eviction time for PodsReadyTimeout and AdmissionCheck evictions (``requeuingStrategy
     timestamp: Eviction``).
@@ -1274,7 +1273,7 @@ def orphaned_workloads(cluster_id: int) -> QuerySet[Workload]:
     Found on an index that leads with the local queue (a seek to NULL), the domain checked
     on the few rows found. Given ``cluster_id = ?``, SQLite, which has no statistics, took
     the index on (domain, phase) instead and read every pending entry of the domain, on
-    every cycle (2 ms with 13,000 pending); ``cluster_id + 0`` cannot use an index."""
+    every cycle; ``cluster_id + 0`` cannot use an index."""
     return Workload.objects.alias(domain=F("cluster_id") + 0).filter(
         domain=cluster_id, phase=WorkloadPhase.PENDING, local_queue__isnull=True).order_by()
 
@@ -1337,7 +1336,7 @@ def request_all_domains() -> None:
 
 
 # =========================================================================================
-# Admission checks: the second phase (Kueue pkg/workload/admissionchecks.go, §6.5)
+# Admission checks: the second phase (Kueue pkg/workload/admissionchecks.go)
 # =========================================================================================
 
 CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")

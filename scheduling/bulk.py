@@ -2,8 +2,8 @@
 
 The admission cycle, the lifecycle and the workload generator of the benchmark write
 thousands of rows a second. Through the ORM each row costs a query build (``update()``) or,
-for ``bulk_create``, a preparation of every field of every object; profiles of
-``bench scheduler`` showed those costs, not the database, bounding throughput. These
+for ``bulk_create``, a preparation of every field of every object; at that rate those
+costs, not the database, bound throughput. These
 helpers keep the ORM's field conversions (``get_db_prep_save``) but build one statement
 per batch:
 
@@ -94,9 +94,8 @@ def _rows(fields: Sequence[db_models.Field[Any, Any]], rows: Sequence[Sequence[A
     PostgreSQL: ``SELECT * FROM unnest(%b::type[], ...)``, one array per column, in the
     binary format (``_cursor`` runs it). The statement stays a few hundred characters
     whatever the batch, so psycopg converts it once and caches it; a VALUES list of 500
-    rows is tens of kilobytes that psycopg parsed again for every batch (a third of the
-    benchmark generator's time, a sixth of an admission worker's). SQLite: ``VALUES (?,
-    ...), ...``.
+    rows is tens of kilobytes that psycopg would parse again for every batch, in every
+    writer of workloads. SQLite: ``VALUES (?, ...), ...``.
     """
     if connection.vendor == "postgresql":
         arrays = ", ".join(
@@ -116,8 +115,8 @@ def _cursor() -> Iterator[CursorWrapper]:
     On PostgreSQL it binds parameters on the server, so that ``_rows``' arrays go in the
     binary format. Django's cursors bind on the client, and psycopg then writes an array
     as a literal, escaping each double quote of each element with a Python regex: a JSON
-    value is full of them. Binary elements go as they are: finishing 480 workloads at
-    once took 15 % less time, admitting them 6 % less. Errors, query logging and execute
+    value is full of them. Binary elements go as they are, with no escaping to do on
+    either side. Errors, query logging and execute
     wrappers are Django's, as with ``connection.cursor()``.
     """
     if connection.vendor != "postgresql":
@@ -255,7 +254,7 @@ def update_versioned(
     itself finds its rows by primary key alone. With the conditions in the UPDATE, a table
     without statistics yet (a new database, or one whose autovacuum is off or behind)
     led the planner to hash every row matching them, every pending workload for an
-    admission, instead of looking the batch up by key: 12,500 rows read to write 120."""
+    admission, instead of looking the batch up by key, whatever the size of the batch."""
     if not changes:
         return set()
     names = list(changes[0].values)

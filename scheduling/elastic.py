@@ -1,4 +1,5 @@
-"""Elastic jobs: scale an admitted job through workload slices (Kueue §7, KEP-77).
+"""Elastic jobs: scale an admitted job through workload slices (Kueue KEP-77, dynamically
+sized jobs).
 
 A batch/v1 Job annotated ``kueue.x-k8s.io/elastic-job: "true"`` (with the
 ``ElasticJobsViaWorkloadSlices`` gate on, the default) may change its parallelism while it

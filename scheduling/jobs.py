@@ -963,17 +963,3 @@ def frozen_spec_errors(
                                  "reserved" if reserved else f"{key} cannot be changed: only "
                                  "spec.active, spec.queueName and the priority can"))
     return errors
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: objects merge key by key, ``null`` deletes, else replace."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-

@@ -1,6 +1,7 @@
 """The workload lifecycle reconciler: what happens to a workload after admission.
 
-Kueue mapping (``../shared/reference/kueue-behaviour.md`` §6):
+Kueue mapping (``pkg/controller/core/workload_controller.go`` and
+``pkg/controller/jobframework/reconciler.go``; ``docs/kueue-mapping.md``):
 
 - ``run_lifecycle`` is the workload controller's time-based part, for one domain:
   deactivation (``spec.active=false`` evicts), the PodsReady timeout (eviction with
@@ -282,7 +283,7 @@ def _deactivate(wl: Workload, reason: str, message: str, *, now: datetime, event
 def _evict_stopped_queues(cluster_id: int, *, now: datetime, events: list[Event],
                           outcome: LifecycleOutcome) -> None:
     """Stop policies: ``HoldAndDrain`` evicts what the queue admitted; ``Hold`` cancels
-    reservations that are not admitted yet (Kueue §6.8)."""
+    reservations that are not admitted yet (Kueue ``pkg/controller/core/workload_controller.go``)."""
     stopped_cqs = dict(ClusterQueue.objects.filter(cluster_id=cluster_id).exclude(
         stop_policy=StopPolicy.NONE).values_list("pk", "stop_policy"))
     stopped_lqs = dict(LocalQueue.objects.filter(cluster_id=cluster_id).exclude(
@@ -562,7 +563,7 @@ def _after_finish(wl: Workload, was: _Finishing, reason: str, message: str, *, n
 
 # What finishing a workload reads of it (``_finished_values``, ``_after_finish``): a job
 # controller finishes hundreds at a time, and the other JSON columns (pod sets, labels,
-# scheduler state ...) were half the time of loading them.
+# scheduler state ...) would be parsed for nothing.
 _FINISHING_FIELDS = (
     "id", "cluster_id", "namespace", "name", "queue_name", "priority_class_name", "admission",
     "conditions", "accumulated_past_execution_time_seconds", "job_id", "cluster_queue_id",
@@ -589,7 +590,7 @@ def finish_workloads(
     freed: set[int] = set()
     # Read by primary key alone, the domain and the phase checked here: asked of the
     # database, a table without statistics yet was read through the domain's index, every
-    # finished workload of the domain with it (15,000 rows to find 120).
+    # finished workload of the domain with it, to find the few that finish now.
     workloads = [wl for wl in Workload.objects.filter(pk__in=list(versions))
                  .only(*_FINISHING_FIELDS)
                  if wl.cluster_id == cluster_id and wl.phase != WorkloadPhase.FINISHED

@@ -1,4 +1,4 @@
-"""Kueue's objects as Django models, one scheduling domain per cluster (design §2).
+"""Kueue's objects as Django models, one scheduling domain per cluster.
 
 Every object belongs to a cluster (``multicluster.Cluster``), which is the scheduling domain:
 names are unique per cluster, as they would be in separate Kubernetes clusters. Spec fields

@@ -23,6 +23,7 @@ from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
 from scheduling import actions, admission, bulk, grants, jobs, lifecycle
 from scheduling.choices import EventType, WorkloadPhase
+from scheduling.core.patch import merge_patch
 from scheduling.models import Event, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.validation import FieldError, errors_to_dict
 
@@ -446,7 +447,7 @@ def update_workload(
         errors.append(FieldError("spec", "must be an object"))
         spec_patch = None
     current = jobs.spec_of(workload)
-    merged = jobs.merge_patch(current, spec_patch or {})
+    merged = merge_patch(current, spec_patch or {})
     touched = set(spec_patch or {})
     if touched & {"priorityClassRef", "priorityClassName", "priorityClassSource"}:
         # Naming another class: its value replaces the one shown for the old class.
@@ -526,7 +527,7 @@ def _metadata_patch_errors(workload: Workload, metadata: Any) -> list[FieldError
         return [FieldError("metadata", "must be an object")]
     errors = []
     for key, current in (("labels", workload.labels), ("annotations", workload.annotations)):
-        if key in metadata and jobs.merge_patch(current, metadata[key] or {}) != (current or {}):
+        if key in metadata and merge_patch(current, metadata[key] or {}) != (current or {}):
             errors.append(FieldError(f"metadata.{key}", "cannot be changed through the API"))
     return errors
 

@@ -35,7 +35,8 @@ from scheduling.models import (
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
-# Workload columns read for the snapshot; kept narrow so 50,000 rows stay cheap.
+# Workload columns read for the snapshot; kept narrow, as a domain may hold tens of thousands
+# of rows.
 WORKLOAD_FIELDS = (
     "id", "namespace", "name", "uid", "priority", "queue_name", "pod_sets", "admission",
     "created_at", "quota_reserved_at", "queued_at", "conditions", "active", "requeue_at",
@@ -420,7 +421,7 @@ class RowCache(Generic[_Built]):
 
     The admission cycle reads the same workloads again and again: every workload holding
     quota, and the heads it loaded last time and did not get to. Their JSON columns (pod
-    sets, admission, conditions) were a fifth of a cycle's time on ``bench scheduler``.
+    sets, admission, conditions) are the costly part of reading a row.
     A row asked for again at the version it was read at comes from here; only the others
     are loaded. Every write of a workload bumps its version (``Workload.save``,
     ``bulk.update_versioned``, every queryset update of its columns read here), so a row at

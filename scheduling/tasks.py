@@ -1,4 +1,4 @@
-"""Celery tasks of the scheduling app: ids in, one service call, nothing else (style §5.4)."""
+"""Celery tasks of the scheduling app: ids in, one service call, nothing else."""
 
 from __future__ import annotations
 

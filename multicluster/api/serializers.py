@@ -18,8 +18,8 @@ from scheduling.api.serializers import (
     ConditionSerializer,
     KueueObjectSerializer,
     TaintSerializer,
-    merge_patch,
 )
+from scheduling.core.patch import merge_patch
 from scheduling.manifests import ManifestInvalid
 
 

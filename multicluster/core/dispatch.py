@@ -1,5 +1,5 @@
 """MultiKueue's dispatch rules, pure (Kueue ``pkg/controller/admissionchecks/multikueue``,
-``pkg/controller/workloaddispatcher``; kueue-behaviour §8).
+``pkg/controller/workloaddispatcher``).
 
 Which workers a hub workload is nominated to, by dispatcher; which remote copy wins; when a
 lost winner is given up. Times are float seconds; nothing here reads a clock or a database.

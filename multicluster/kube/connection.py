@@ -1,7 +1,7 @@
 """The connection state of a Kubernetes cluster: Kueue's ``Active`` condition, reconnect
 back-off, ``lostSince``, and the nodes and capacity read from the cluster.
 
-Kueue mapping (``multikueuecluster.go``, reference §8.2):
+Kueue mapping (``pkg/controller/admissionchecks/multikueue/multikueuecluster.go``):
 
 - connected: ``Active=True``, reason ``Active``, message ``Connected``; the failed attempts
   are reset and ``lostSince`` cleared;

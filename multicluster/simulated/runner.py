@@ -16,7 +16,7 @@ reconciler, in order:
 4. **report** each job's status (active, ready, succeeded, failed, Complete / Failed after
    ``backoffLimit`` failures), create replacement pods as the Job controller does, and feed
    the status to the workload lifecycle (PodsReady, dynamic reclaim, Finished);
-   **elastic jobs** (``kueue.x-k8s.io/elastic-job``, §7 workload slices) run on their
+   **elastic jobs** (``kueue.x-k8s.io/elastic-job``, workload slices) run on their
    current slice (``scheduling.elastic.current_slice``: the admitted one while a scale-up
    slice waits) and follow ``spec.parallelism``: the Job controller keeps
    min(parallelism, pods still to succeed) pods, of which at most the slice's admitted

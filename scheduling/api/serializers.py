@@ -26,6 +26,7 @@ from scheduling.choices import (
     StopPolicy,
     WithinClusterQueue,
 )
+from scheduling.core.patch import merge_patch
 from scheduling.manifests import (
     V1BETA2,
     Kind,
@@ -34,21 +35,6 @@ from scheduling.manifests import (
     local_queue_statuses,
     read_manifest,
 )
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: objects merge member by member, ``null`` removes a member,
-    anything else (lists included) replaces."""
-    if not isinstance(patch, Mapping):
-        return patch
-    result = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
 
 # --- schema pieces (documentation of the shapes; the codec does the work) -------------------
 

@@ -43,6 +43,7 @@ from scheduling.api.workload_serializers import (
     WorkloadSerializer,
     job_to_dict,
 )
+from scheduling.core.patch import merge_patch
 from scheduling.models import Job, Workload
 from scheduling.validation import FieldError, errors_to_dict
 
@@ -404,7 +405,7 @@ class JobViewSet(_DomainViewSet):
         job = self.get_object()
         patch = _body(request.data)
         current = job_to_dict(job)
-        merged = jobs.merge_patch(current, patch)
+        merged = merge_patch(current, patch)
         if not isinstance(merged, Mapping):  # pragma: no cover - _body made it an object
             raise ValidationError({"body": ["must be an object"]})
         _check_resource_version(job, patch)

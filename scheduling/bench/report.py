@@ -116,7 +116,8 @@ def summarize(
     shape: Shape, cluster_id: int, *, mode: str, process: Mapping[str, Any],
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The summary of a finished run (README of ``../shared/bench``), as JSON-ready data."""
+    """The summary of a finished run, with the measures of Kueue's scheduler benchmark
+    (``test/performance/scheduler``, and ``docs/performance.md``), as JSON-ready data."""
     limits = queue_limits(shape)
     rows = list(Workload.objects.filter(cluster_id=cluster_id).values_list(
         "id", "namespace", "labels", "pod_sets", "phase", "created_at", "quota_reserved_at",

@@ -1,4 +1,4 @@
-"""kueueweb's admission engine: pure Python, standard library only (design §3).
+"""kueueweb's admission engine: pure Python, standard library only.
 
 It re-implements the decisions of Kueue's scheduler (kubernetes-sigs/kueue,
 ``pkg/scheduler`` and ``pkg/cache``) over immutable specs:

@@ -2,11 +2,14 @@
 
 Kueue mapping:
 - requeue back-off: ``pkg/workload/workload.go`` ``UpdateRequeueState`` with
-  ``k8s.io/apimachinery/pkg/util/wait`` ``Backoff`` (§6.4);
-- the PodsReady condition: the job reconciler's ``generatePodsReadyCondition`` (§6.3);
-- the PodsReady timeout: the workload controller's ``admittedNotReadyWorkload`` (§6.3);
-- maximum execution time: ``reconcileMaxExecutionTime`` (§6.6);
-- dynamic reclaim of a batch Job: ``ReclaimablePods`` of the Job integration (§6.9).
+  ``k8s.io/apimachinery/pkg/util/wait`` ``Backoff``;
+- the PodsReady condition: the job reconciler's ``generatePodsReadyCondition``
+  (``pkg/controller/jobframework/reconciler.go``);
+- the PodsReady timeout: the workload controller's ``admittedNotReadyWorkload``
+  (``pkg/controller/core/workload_controller.go``);
+- maximum execution time: the workload controller's ``reconcileMaxExecutionTime``;
+- dynamic reclaim of a batch Job: ``ReclaimablePods`` of the Job integration
+  (``pkg/controller/jobs/job/job_controller.go``).
 
 Times are float seconds since the epoch; nothing here reads a clock.
 """

@@ -1,5 +1,5 @@
 """What the job page and the workload page both show of a job: its scale control and the
-history of its workload slices (Kueue elastic jobs, §7).
+history of its workload slices (Kueue elastic jobs, ``pkg/workloadslicing``).
 
 Plain functions building template context; the views in ``scheduling.web.workloads`` and
 ``scheduling.web.job_detail`` call them and render ``_scale_control.html`` and
@@ -67,7 +67,8 @@ def admitted_count(wl: Workload) -> int | None:
     """Pods the admission grants (all pod sets); None while no quota is reserved.
 
     ``status.admission`` is immutable while set: after a scale-down in place it still records
-    the old count, and the quota held follows the smaller pod set (Kueue §7, §6.9). The
+    the old count, and the quota held follows the smaller pod set (Kueue ``pkg/workload/workload.go``
+    ``totalRequestsFromAdmission``). The
     count shown is therefore per pod set the smaller of the two.
     """
     if not wl.admission:

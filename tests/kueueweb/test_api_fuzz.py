@@ -37,8 +37,8 @@ from multicluster.models import Cluster
 pytestmark = [pytest.mark.slow, pytest.mark.django_db, pytest.mark.timeout(900)]
 
 # Each of valid and invalid input: 16 requests per operation, about 1100 in all. The run is
-# bounded by this count (and derandomized): about 50 s on SQLite and 70 s on PostgreSQL on
-# two idle cores. The timeout only stops a run that hangs.
+# bounded by this count (and derandomized), not by time; the timeout only stops a run that
+# hangs.
 EXAMPLES_PER_OPERATION = 8
 
 SETUP = """

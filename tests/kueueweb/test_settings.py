@@ -108,7 +108,7 @@ def test_invalid_boolean_is_rejected_with_its_name() -> None:
 
 @pytest.mark.django_db
 def test_postgresql_connections_run_without_jit() -> None:
-    # Short queries only; a JIT compile cost a 1.7 ms head query 37 ms (settings).
+    # Short queries only: compiling the head query took longer than running it (settings).
     from django.db import connection
 
     if connection.vendor != "postgresql":

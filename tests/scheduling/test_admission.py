@@ -733,8 +733,8 @@ def test_a_long_parked_shape_ahead_is_passed_over_by_shape(
 def test_the_walk_by_shape_reads_no_more_with_a_long_history(manager, make_queue) -> None:
     # The walk's cost is its seeks: finished workloads, most rows of a long-lived table,
     # must not add to it. Joined on the id each seek found, PostgreSQL planned the walk's
-    # step for 30 queues as a hash join over the whole table (15,000 rows read on every
-    # call of the ``baseline`` benchmark, 11 ms, and growing with the history).
+    # step for 30 queues as a hash join over the whole table, read on every call and
+    # growing with the history.
     from django.db import connection
 
     if connection.vendor != "postgresql":

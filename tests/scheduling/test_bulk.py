@@ -179,7 +179,7 @@ def test_a_converter_gives_what_the_field_gives(name, value) -> None:
 def test_a_conditional_write_finds_its_rows_by_key_without_statistics(manager) -> None:
     # A new database, or one that autovacuum has not analysed yet: with the conditions
     # in the UPDATE, PostgreSQL hashed every row matching them (every pending workload)
-    # to write a batch of 120, 12,500 rows read on the ``baseline`` benchmark.
+    # to write a batch of a few.
     if connection.vendor != "postgresql":
         pytest.skip("a plan of PostgreSQL's")
     pending = plans.job_sized_workloads(manager, 12_000, "pending")

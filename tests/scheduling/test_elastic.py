@@ -1,4 +1,4 @@
-"""Elastic jobs: scaling an admitted job through workload slices (Kueue §7), end to end on
+"""Elastic jobs: scaling an admitted job through workload slices (Kueue ``pkg/workloadslicing``), end to end on
 the simulated cluster, with every reconciler stepped at chosen times."""
 
 from __future__ import annotations

@@ -603,7 +603,7 @@ def test_finishing_reads_before_its_transaction_and_leaves_a_workload_changed_me
 def test_finishing_reads_its_workloads_by_key_without_statistics(manager: Cluster) -> None:
     # Asked by domain and phase, a table without statistics yet (a new database, or one
     # autovacuum has not analysed) was read through the domain's index: every finished
-    # workload of the domain, 15,000 on the ``baseline`` benchmark, to finish 120.
+    # workload of the domain, to finish a few.
     from django.db import connection
     from django.utils import timezone
 

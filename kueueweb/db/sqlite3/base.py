@@ -7,7 +7,7 @@ when it begins (``BEGIN IMMEDIATE``, see the settings). A transaction that finds
 taken is left to SQLite's busy handler, which does not wait for the lock to be released: it
 sleeps and tries again, 1, 2, 5 … up to 100 ms at a time. A writer then waits up to tens of
 milliseconds after the lock is free, and an admission cycle or a finished job waits that
-long to write. On ``bench scheduler`` the reconciler thread spent 12 s of a 110 s run in
+long to write; with several busy threads the reconciler spends much of its time in
 ``BEGIN``.
 
 Here the transactions of one process first take a lock of the process, which wakes the next
@@ -19,9 +19,9 @@ for longer than SQLite would.
 
 A write outside a transaction (an ``update()`` or ``delete()`` in autocommit mode) is a
 transaction of its own, and SQLite takes its write lock for the statement: it takes the
-process lock first too. On ``bench scheduler`` the admission cycle's autocommit writes (the
-lease, the requeue of parked workloads) spent milliseconds each in SQLite's busy handler
-while the workload generator or the benchmark's cluster wrote.
+process lock first too: otherwise the admission cycle's autocommit writes (the lease,
+the requeue of parked workloads) would wait in SQLite's busy handler whenever another
+thread writes.
 """
 
 from __future__ import annotations

@@ -239,7 +239,9 @@ class Command(BaseCommand):
         engine.add_argument("--fair-sharing", action="store_true", help="enable fair sharing")
         scheduler = subparsers.add_parser(
             "scheduler",
-            help="Kueue's scheduler benchmark (../shared/bench) on the application",
+            help="a shape of Kueue's scheduler benchmark (a generator YAML of "
+            "test/performance/scheduler, e.g. ../shared/bench/baseline.yaml) run on the "
+            "application",
             description="Generate a benchmark shape's workloads in real time, admit them with "
             "the application's reconcilers (embedded loop, or Celery workers when "
             "REDIS_URL is set), run them on a simulated cluster and print a summary.",

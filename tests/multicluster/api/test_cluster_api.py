@@ -1,4 +1,4 @@
-"""Clusters over REST: the shapes tools rely on (design §6), the write-only kubeconfig,
+"""Clusters over REST: the shapes tools rely on, the write-only kubeconfig,
 simulated nodes, refusals, and who may do what."""
 
 from __future__ import annotations

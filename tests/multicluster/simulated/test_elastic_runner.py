@@ -1,4 +1,4 @@
-"""The simulated cluster runs elastic jobs on their admitted workload slice (Kueue §7):
+"""The simulated cluster runs elastic jobs on their admitted workload slice:
 scale-down deletes pods as the Job controller does, a pending scale-up leaves the extra
 pods gated, an admitted one ungates them; non-elastic jobs are left as they are."""
 

@@ -93,7 +93,7 @@ def test_class_averages_weigh_by_the_work_of_their_class() -> None:
     assert work_weighted({"small": 400}, work) is None
 
 
-@pytest.mark.skipif(not SHARED_BENCH.is_dir(), reason="../shared/bench is not beside the project")
+@pytest.mark.skipif(not SHARED_BENCH.is_dir(), reason="no directory of Kueue benchmark shapes (../shared/bench)")
 def test_tenfold_kueue_on_every_class_of_baseline_is_below_what_any_schedule_can_do() -> None:
     # The issue asks for a time to admission 10x better than Kueue's in every class of
     # `baseline`; weighed by work, that is below the floor no schedule can go under.

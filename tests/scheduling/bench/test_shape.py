@@ -55,7 +55,7 @@ def test_errors_name_every_bad_field() -> None:
     }
 
 
-@pytest.mark.skipif(not SHARED_BENCH.is_dir(), reason="../shared/bench is not beside the repo")
+@pytest.mark.skipif(not SHARED_BENCH.is_dir(), reason="no directory of Kueue benchmark shapes (../shared/bench)")
 def test_the_shared_shapes_have_the_totals_their_files_state() -> None:
     baseline = load_shape(SHARED_BENCH / "baseline.yaml")
     large = load_shape(SHARED_BENCH / "large-scale.yaml")

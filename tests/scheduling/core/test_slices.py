@@ -1,4 +1,4 @@
-"""Scale-up workload slices in the cycle (Kueue ``ReplacedWorkloadSlice``, §7).
+"""Scale-up workload slices in the cycle (Kueue ``pkg/scheduler/scheduler.go`` ``replaceWorkloadSlice``).
 
 A head that replaces an admitted slice of the same queue is checked for the extra pods
 only, on the flavors the old slice holds, and is admitted with the full counts.
