@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, QuerySet
 
 from kueueweb.pagination import MAX_OFFSET
 from scheduling.choices import QueueState, StopPolicy, WorkloadPhase
@@ -53,24 +53,6 @@ def _load(positions: dict[int, tuple[int, int]]) -> list[Workload]:
     for wl in page:
         wl.position_in_cluster_queue, wl.position_in_local_queue = positions[wl.pk]  # type: ignore[attr-defined]
     return page
-
-
-def in_cluster_queue(queryset: QuerySet[Workload], name: str) -> QuerySet[Workload]:
-    """Workloads holding quota in cluster queue ``name``, or waiting for it through their
-    LocalQueue.
-
-    The queues are looked up first (two small queries), so the workloads are filtered on
-    their indexed foreign keys with literal ids, which both SQLite and PostgreSQL plan as
-    index lookups: joining both queue tables to every workload row cost a scan of the whole
-    table on every page.
-    """
-    queues = list(ClusterQueue.objects.filter(name=name).values_list("id", flat=True))
-    local_queues = list(LocalQueue.objects.filter(cluster_queue_id__in=queues)
-                        .values_list("id", flat=True))
-    return queryset.filter(
-        Q(cluster_queue_id__in=queues)
-        | Q(cluster_queue__isnull=True, local_queue_id__in=local_queues)
-    )
 
 
 def clamp(offset: int, limit: int) -> tuple[int, int]:

@@ -1,5 +1,5 @@
 """A partial index of the workloads whose Evicted condition is True, for the workload list's
-"evicted" state (``scheduling.web.forms.evicted_condition``).
+"evicted" state (``scheduling.filters.evicted_condition``).
 
 Its predicate differs per database, so it is not in ``Workload.Meta.indexes``: a partial
 index serves a query only when the query repeats the predicate, and the two databases

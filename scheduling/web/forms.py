@@ -1,9 +1,7 @@
 """Forms of the workload pages: the workload list's filters and the job submission form.
 
-The filters use indexed columns (cluster, namespace, queue name, phase, the queue foreign
-keys). "evicted" (the Evicted condition, in the conditions JSON) reads the partial index
-``workload_evicted`` that migration 0011 creates; "inactive" (``spec.active=false``) is rare
-and scans.
+What the list's filters do is ``scheduling.filters``, which the API's workload list shares;
+here they are named as the form names them.
 """
 
 from __future__ import annotations
@@ -12,17 +10,10 @@ from typing import Any
 
 import django_filters
 from django import forms
-from django.db import connection
-from django.db.models import BooleanField, Q, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import QuerySet
 
-from scheduling.choices import WorkloadPhase
+from scheduling.filters import STATE_CHOICES, WorkloadFilterSet
 from scheduling.models import Workload
-from scheduling.visibility import in_cluster_queue
-
-EVICTED = "evicted"
-INACTIVE = "inactive"
-STATE_CHOICES = [*WorkloadPhase.choices, (EVICTED, "Evicted"), (INACTIVE, "Inactive")]
 
 # Sort keys of the list, as the column headers name them, and the fields they order by.
 SORT_FIELDS = {
@@ -44,24 +35,7 @@ def sort_choices() -> list[tuple[str, str]]:
     return choices
 
 
-def evicted_condition() -> Q:
-    """Workloads whose Evicted condition is True (the conditions are a JSON list).
-
-    Each database's predicate repeats the one of its ``workload_evicted`` partial index
-    (migration 0011) word for word, or the index is not used."""
-    if connection.vendor == "postgresql":
-        return Q(conditions__contains=[{"type": "Evicted", "status": "True"}])
-    table = Workload._meta.db_table
-    # The LIKE on the stored text is a cheap first sieve: json_each then looks only at the
-    # few rows that mention an Evicted condition at all.
-    sql = (f'"{table}"."conditions" LIKE \'%%"Evicted"%%\' '
-           f'AND EXISTS (SELECT 1 FROM json_each("{table}"."conditions") AS c '
-           "WHERE json_extract(c.value, '$.type') = 'Evicted' "
-           "AND json_extract(c.value, '$.status') = 'True')")
-    return Q(RawSQL(sql, (), output_field=BooleanField()))
-
-
-class WorkloadListFilter(django_filters.FilterSet):  # type: ignore[misc]  # untyped
+class WorkloadListFilter(WorkloadFilterSet):
     """The filters and the sort order of the workload list (all optional, all GET)."""
 
     namespace = django_filters.CharFilter(field_name="namespace", label="Namespace")
@@ -76,22 +50,6 @@ class WorkloadListFilter(django_filters.FilterSet):  # type: ignore[misc]  # unt
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
     sort = django_filters.ChoiceFilter(
         choices=sort_choices(), method="filter_sort", label="Sort", empty_label="Newest first")
-
-    class Meta:
-        model = Workload
-        fields: list[str] = []
-
-    def filter_cluster_queue(
-        self, queryset: QuerySet[Workload], name: str, value: str
-    ) -> QuerySet[Workload]:
-        return in_cluster_queue(queryset, value)
-
-    def filter_state(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
-        if value == EVICTED:
-            return queryset.filter(evicted_condition())
-        if value == INACTIVE:
-            return queryset.filter(active=False)
-        return queryset.filter(phase=value)
 
     def filter_sort(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
         return queryset  # applied by ``ordering`` after filtering

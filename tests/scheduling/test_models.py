@@ -97,7 +97,7 @@ def test_the_evicted_filter_reads_the_evicted_index(manager) -> None:
     # Migration 0011 writes the partial index per database; a partial index serves only a
     # query that repeats its predicate, so this fails if evicted_condition() and the
     # migration drift apart.
-    from scheduling.web.forms import evicted_condition
+    from scheduling.filters import evicted_condition
 
     Workload.objects.create(cluster=manager, namespace="ns", name="evicted", pod_sets=POD_SETS,
                             conditions=[{"type": "Evicted", "status": "True"}])
