@@ -10,6 +10,7 @@ from typing import Any
 
 import django_filters
 from django import forms
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from scheduling.filters import STATE_CHOICES, WorkloadFilterSet
@@ -63,6 +64,14 @@ class WorkloadListFilter(WorkloadFilterSet):
         field = SORT_FIELDS[key.lstrip("-")]
         prefix = "-" if descending else ""
         return key, [f"{prefix}{field}", f"{prefix}id"]
+
+
+def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    """A service's ValidationError as (field path, message) pairs, shown next to the field;
+    an error of no field has the path ""."""
+    if hasattr(exc, "error_dict"):
+        return [(path, message) for path, msgs in exc.message_dict.items() for message in msgs]
+    return [("", message) for message in exc.messages]
 
 
 class JobSubmitForm(forms.Form):

@@ -29,6 +29,7 @@ from multicluster.models import Pod
 from scheduling import elastic, jobs, services
 from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
+from scheduling.web.forms import field_errors
 from scheduling.web.workloads import reader_required
 
 JOB_REGIONS = ("summary", "controls", "pods", "slices", "events")
@@ -157,12 +158,6 @@ def job_region(
 # =========================================================================================
 
 
-def _field_errors(exc: ValidationError) -> list[tuple[str, str]]:
-    if hasattr(exc, "error_dict"):
-        return [(path, message) for path, msgs in exc.message_dict.items() for message in msgs]
-    return [("", message) for message in exc.messages]
-
-
 def _done_message(result: elastic.ScaleResult, label: str) -> str:
     before, after = result.previous_parallelism, result.parallelism
     wl = result.workload
@@ -212,7 +207,7 @@ def job_scale(request: HttpRequest, cluster: str, namespace: str, name: str) -> 
         try:
             result = elastic.scale_job(job, value, user=request.user)
         except ValidationError as exc:
-            errors = _field_errors(exc)
+            errors = field_errors(exc)
         except services.ConflictError as exc:
             errors = [("", f"{exc} (the job changed meanwhile; try again)")]
         except PermissionDenied as exc:

@@ -17,7 +17,7 @@ from kueueweb.models import ALL_NAMESPACES
 from kueueweb.roles import Role, granted_namespaces, role_of
 from scheduling import services, yamlio
 from scheduling.models import LocalQueue
-from scheduling.web.forms import EXAMPLE_JOB, JobSubmitForm
+from scheduling.web.forms import EXAMPLE_JOB, JobSubmitForm, field_errors
 from scheduling.web.workloads import reader_required
 
 
@@ -28,12 +28,6 @@ def namespace_options(user: AbstractBaseUser | AnonymousUser) -> list[str]:
     if role_of(user) >= Role.ADMIN or ALL_NAMESPACES in grants:
         return sorted(set(LocalQueue.objects.values_list("namespace", flat=True)))
     return sorted(grants)
-
-
-def _field_errors(exc: ValidationError) -> list[tuple[str, str]]:
-    if hasattr(exc, "error_dict"):
-        return [(path, message) for path, msgs in exc.message_dict.items() for message in msgs]
-    return [("", message) for message in exc.messages]
 
 
 def _parse(text: str) -> tuple[Mapping[str, Any] | None, list[tuple[str, str]]]:
@@ -65,7 +59,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 try:
                     job = services.submit_job(manifest, namespace=namespace, user=request.user)
                 except ValidationError as exc:
-                    errors = _field_errors(exc)
+                    errors = field_errors(exc)
                 except services.ConflictError as exc:
                     errors = [("metadata.name", str(exc))]
                 except PermissionDenied as exc:
