@@ -29,16 +29,30 @@ from kueueweb.cooldown import Cooldown
 
 logger = logging.getLogger(__name__)
 
-# The reconcilers asked for per target (a domain or a cluster id), by Celery task name. Each
-# is coalesced by ``request``, and a run of it clears its target's mark as it starts
-# (``taken``, called for every one of them by ``kueueweb.celery``).
+# Every Celery task, by the name it is registered and sent under: the task modules, beat's
+# schedule (``kueueweb.settings``) and the requests below name them only through these.
+#
+# The reconcilers asked for per target (a domain or a cluster id). Each is coalesced by
+# ``request``, and a run of it clears its target's mark as it starts (``taken``, called for
+# every one of them by ``kueueweb.celery``).
 ADMISSION_TASK = "scheduling.tasks.admission_cycle_task"
 LIFECYCLE_TASK = "scheduling.tasks.lifecycle_task"
+# A pass of a cluster's reconciler, whatever its connection (simulated or Kubernetes).
 CLUSTER_SYNC_TASK = "multicluster.tasks.sync_cluster_task"
-KUBE_SYNC_TASK = "multicluster.tasks.sync_kube_cluster_task"
 DISPATCH_TASK = "multicluster.tasks.dispatch_task"
 COALESCED_TASKS = frozenset(
-    {ADMISSION_TASK, LIFECYCLE_TASK, CLUSTER_SYNC_TASK, KUBE_SYNC_TASK, DISPATCH_TASK})
+    {ADMISSION_TASK, LIFECYCLE_TASK, CLUSTER_SYNC_TASK, DISPATCH_TASK})
+# Beat's periodic tasks: each asks for a pass of every target, so nothing waits for a
+# missed request.
+ADMISSION_ALL_TASK = "scheduling.tasks.schedule_admission_all_task"
+LIFECYCLE_ALL_TASK = "scheduling.tasks.lifecycle_all_task"
+CLUSTER_SYNC_ALL_TASK = "multicluster.tasks.sync_all_clusters_task"
+DISPATCH_ALL_TASK = "multicluster.tasks.dispatch_all_task"
+GARBAGE_COLLECT_TASK = "multicluster.tasks.garbage_collect_task"
+SAMPLE_USAGE_TASK = "scheduling.tasks.sample_usage_task"
+DEMO_TRAFFIC_TASK = "scheduling.tasks.demo_traffic_task"
+# Connect to a Kubernetes cluster now, outside its reconciler's probe interval.
+PROBE_KUBE_CLUSTER_TASK = "multicluster.tasks.probe_kube_cluster_task"
 
 BROKER_DOWN_BACKOFF_SECONDS = 5.0
 _broker_down = Cooldown(BROKER_DOWN_BACKOFF_SECONDS)
@@ -73,6 +87,13 @@ def request_later(task_name: str, delay_seconds: float, *args: Any) -> None:
     once anyway."""
     delay = max(float(delay_seconds), 0.0)
     transaction.on_commit(lambda: _deliver(task_name, args, delay))
+
+
+def request_cluster_sync(cluster_id: int, delay_seconds: float = 0.0) -> None:
+    """Ask for a pass of the cluster's reconciler (``CLUSTER_SYNC_TASK``) after commit, no
+    sooner than ``delay_seconds``: every trigger of a cluster's pass, of either connection,
+    comes through here."""
+    request_later(CLUSTER_SYNC_TASK, delay_seconds, cluster_id)
 
 
 def _deliver(task_name: str, args: tuple[Any, ...], delay: float) -> None:

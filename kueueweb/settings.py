@@ -16,6 +16,7 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from kueueweb import reconcile
 from kueueweb.env import (
     DEVELOPMENT_SECRET_KEY,
     check_fernet_key,
@@ -199,19 +200,21 @@ CLUSTER_SYNC_INTERVAL_SECONDS = env_int("KUEUEWEB_CLUSTER_SYNC_INTERVAL_SECONDS"
 USAGE_SAMPLE_INTERVAL_SECONDS = env_int("KUEUEWEB_USAGE_SAMPLE_INTERVAL_SECONDS", 60)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "admission-all-domains": {
-        "task": "scheduling.tasks.schedule_admission_all_task",
+        "task": reconcile.ADMISSION_ALL_TASK,
         "schedule": RECONCILE_INTERVAL_SECONDS,
     },
     "lifecycle-all-domains": {
-        "task": "scheduling.tasks.lifecycle_all_task",
+        "task": reconcile.LIFECYCLE_ALL_TASK,
         "schedule": LIFECYCLE_INTERVAL_SECONDS,
     },
+    # A pass of every cluster's reconciler, simulated or Kubernetes (connect, start, scale,
+    # stop, report).
     "sync-all-clusters": {
-        "task": "multicluster.tasks.sync_all_clusters_task",
+        "task": reconcile.CLUSTER_SYNC_ALL_TASK,
         "schedule": CLUSTER_SYNC_INTERVAL_SECONDS,
     },
     "sample-queue-usage": {
-        "task": "scheduling.tasks.sample_usage_task",
+        "task": reconcile.SAMPLE_USAGE_TASK,
         "schedule": USAGE_SAMPLE_INTERVAL_SECONDS,
     },
 }
@@ -406,22 +409,17 @@ KUEUEWEB: dict[str, Any] = {
 }
 # MultiKueue: the hub's dispatch pass, and the garbage collector of orphaned remote copies.
 CELERY_BEAT_SCHEDULE["multikueue-dispatch"] = {
-    "task": "multicluster.tasks.dispatch_all_task",
+    "task": reconcile.DISPATCH_ALL_TASK,
     "schedule": CLUSTER_SYNC_INTERVAL_SECONDS,
 }
 if KUEUEWEB["MULTIKUEUE_GC_INTERVAL_SECONDS"] > 0:
     CELERY_BEAT_SCHEDULE["multikueue-garbage-collector"] = {
-        "task": "multicluster.tasks.garbage_collect_task",
+        "task": reconcile.GARBAGE_COLLECT_TASK,
         "schedule": KUEUEWEB["MULTIKUEUE_GC_INTERVAL_SECONDS"],
     }
-# Kubernetes clusters: a pass of each one's reconciler (connect, start, scale, stop, report).
-CELERY_BEAT_SCHEDULE["sync-kube-clusters"] = {
-    "task": "multicluster.tasks.sync_kube_clusters_task",
-    "schedule": CLUSTER_SYNC_INTERVAL_SECONDS,
-}
 if KUEUEWEB["DEMO_TRAFFIC_INTERVAL_SECONDS"] > 0:
     CELERY_BEAT_SCHEDULE["demo-traffic"] = {
-        "task": "scheduling.tasks.demo_traffic_task",
+        "task": reconcile.DEMO_TRAFFIC_TASK,
         "schedule": KUEUEWEB["DEMO_TRAFFIC_INTERVAL_SECONDS"],
     }
 # Celery beat's tasks go to a queue of their own, which every worker reads before the

@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import connection, connections
 from django.test import Client
 
+from kueueweb import reconcile
 from kueueweb.celery import PERIODIC_RUNS_KEY
 from kueueweb.loadtest import admin_user, allowed_host
 
@@ -37,7 +38,7 @@ Log = Callable[[str], None]
 NAMESPACE = "soak"
 QUEUE = "soak"
 # The beat entry whose lateness is reported: the admission safety net.
-SAFETY_NET = "scheduling.tasks.schedule_admission_all_task"
+SAFETY_NET = reconcile.ADMISSION_ALL_TASK
 
 
 @dataclass

@@ -26,6 +26,7 @@ from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 
+from kueueweb import reconcile
 from kueueweb.admin import (
     ModelAdmin,
     ModelForm,
@@ -362,7 +363,7 @@ class NodeAdmin(FaultInjectionMixin, RoleAdminMixin, ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Node, form: ModelForm, change: bool) -> None:
         super().save_model(request, obj, form, change)
-        faults.request_sync(obj.cluster_id)  # new room, or a cordon, for the placement
+        reconcile.request_cluster_sync(obj.cluster_id)  # new room, or a cordon, for the placement
 
     @admin.display(description="capacity")
     def capacity_summary(self, obj: Node) -> str:

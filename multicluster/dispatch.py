@@ -340,7 +340,7 @@ def _delete_remote(remote: Workload, *, now: datetime) -> None:
         admission.on_quota_released(worker_id, [freed], now=now)
     else:
         admission.request_admission(worker_id)
-    admission.request_cluster_sync(worker_id)
+    reconcile.request_cluster_sync(worker_id)
 
 
 def _delete_copy(d: Dispatch, *, now: datetime, outcome: DispatchOutcome) -> None:
@@ -423,7 +423,7 @@ def _propagate_scale_down(wl: Workload, remote: Workload, *, now: datetime) -> N
         spec["parallelism"] = sum(int(ps.get("count", 1)) for ps in pod_sets)
         remote.job.manifest = {**remote.job.manifest, "spec": spec}
         remote.job.save(update_fields=["manifest", "resource_version", "updated_at"])
-    admission.request_cluster_sync(worker_id)
+    reconcile.request_cluster_sync(worker_id)
 
 
 def _ensure_remote_job(wl: Workload, remote: Workload, worker: Cluster) -> None:
@@ -441,7 +441,7 @@ def _ensure_remote_job(wl: Workload, remote: Workload, worker: Cluster) -> None:
             spec["parallelism"] = count
             job.manifest = {**job.manifest, "spec": spec}
             job.save(update_fields=["manifest", "resource_version", "updated_at"])
-            admission.request_cluster_sync(int(worker.pk))
+            reconcile.request_cluster_sync(int(worker.pk))
         return
     manifest = {k: v for k, v in hub_job.manifest.items() if k != "status"}
     metadata = {k: v for k, v in (manifest.get("metadata") or {}).items()
@@ -459,7 +459,7 @@ def _ensure_remote_job(wl: Workload, remote: Workload, worker: Cluster) -> None:
     job.save()
     Workload.objects.filter(pk=remote.pk).update(job=job)
     remote.job = job
-    admission.request_cluster_sync(int(worker.pk))
+    reconcile.request_cluster_sync(int(worker.pk))
 
 
 def _sync_job_status(wl: Workload, remote: Workload, *, now: datetime) -> None:

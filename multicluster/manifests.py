@@ -19,10 +19,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
+from kueueweb import reconcile
 from multicluster.choices import ClusterRole, ConnectionType, Dispatcher, PodPhase
 from multicluster.kubeconfig import KubeconfigInvalid, read_kubeconfig
 from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node, Pod
-from multicluster.simulated.faults import request_sync
 from scheduling.api.base import object_metadata
 from scheduling.manifests import (
     _SERVER_METADATA,
@@ -383,7 +383,7 @@ class NodeKind(Kind[Node]):
         obj.capacity = spec["resources"]
         obj.save()
         # Pods waiting for room may fit now, or a cordoned node takes no more.
-        request_sync(ctx.domain.pk)
+        reconcile.request_cluster_sync(ctx.domain.pk)
         return obj
 
     def in_use(self, obj: Node) -> str | None:

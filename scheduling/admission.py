@@ -62,8 +62,6 @@ from scheduling.models import (
 logger = logging.getLogger(__name__)
 
 ADMISSION_TASK = reconcile.ADMISSION_TASK
-# The reconciler of the cluster that runs a domain's admitted jobs (multicluster.tasks).
-CLUSTER_SYNC_TASK = reconcile.CLUSTER_SYNC_TASK
 # MultiKueue's dispatch pass of the hub (multicluster.dispatch).
 DISPATCH_TASK = reconcile.DISPATCH_TASK
 _RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
@@ -127,11 +125,6 @@ def request_dispatch() -> None:
     hub = Cluster.objects.manager_id()
     if hub is not None:
         reconcile.request(DISPATCH_TASK, hub)
-
-
-def request_cluster_sync(cluster_id: int) -> None:
-    """Ask the domain's cluster to start what was admitted (after commit)."""
-    reconcile.request(CLUSTER_SYNC_TASK, cluster_id)
 
 
 # =========================================================================================
@@ -263,7 +256,7 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
         # through the API) has nothing there to start or stop.
         if (any(rows_by_key[key]["job_id"] for key in outcome.admitted)
                 or any(reserving_by_key[key]["job_id"] for key in outcome.preempted)):
-            request_cluster_sync(cluster_id)
+            reconcile.request_cluster_sync(cluster_id)
         if outcome.admitted:
             request_dispatch()
     return outcome

@@ -36,6 +36,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
+from kueueweb import reconcile
 from kueueweb.roles import can_operate_in
 from scheduling import admission, jobs, lifecycle
 from scheduling import conditions as cond
@@ -378,7 +379,7 @@ def _after_scale(job: Job) -> None:
     """After commit: a cycle for the domain and a pass of the cluster running the job."""
     cluster_id = _domain(job)
     admission.request_admission(cluster_id)
-    admission.request_cluster_sync(cluster_id)
+    reconcile.request_cluster_sync(cluster_id)
 
 
 # =========================================================================================

@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from kueueweb import reconcile
 from kueueweb.models import NamespaceGrant
 from kueueweb.roles import can_operate_in, submission_grant
 from multicluster.choices import ClusterRole
@@ -571,8 +572,6 @@ def evict_workload(
     Raises PermissionDenied (``user`` may not operate in the namespace), ValidationError
     (the state does not allow it: ``actions.refusal``) or ConflictError.
     """
-    from multicluster.simulated import runner
-
     if user is not None and not can_operate_in(user, workload.namespace):
         raise PermissionDenied(f"You may not evict workloads in namespace {workload.namespace!r}.")
     now = now or timezone.now()
@@ -595,5 +594,5 @@ def evict_workload(
         domain = lifecycle.domain_of(locked)
         admission.request_admission(domain)
         lifecycle.request_lifecycle(domain)
-        runner.request_sync(domain)
+        reconcile.request_cluster_sync(domain)
     return locked

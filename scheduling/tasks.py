@@ -5,34 +5,35 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
+from kueueweb import reconcile
 from scheduling import admission, lifecycle
 
 
-@shared_task(name="scheduling.tasks.admission_cycle_task")
+@shared_task(name=reconcile.ADMISSION_TASK)
 def admission_cycle_task(cluster_id: int) -> None:
     """One scheduling cycle of a domain (skipped if another worker holds its lease)."""
     admission.run_admission_cycle(cluster_id, now=timezone.now())
 
 
-@shared_task(name="scheduling.tasks.schedule_admission_all_task")
+@shared_task(name=reconcile.ADMISSION_ALL_TASK)
 def schedule_admission_all_task() -> None:
     """Periodic: ask for a cycle of every domain, so nothing waits for a missed trigger."""
     admission.request_all_domains()
 
 
-@shared_task(name="scheduling.tasks.lifecycle_task")
+@shared_task(name=reconcile.LIFECYCLE_TASK)
 def lifecycle_task(cluster_id: int) -> None:
     """The time-based workload rules of a domain (timeouts, back-off, deactivation)."""
     lifecycle.run_and_reschedule(cluster_id, now=timezone.now())
 
 
-@shared_task(name="scheduling.tasks.lifecycle_all_task")
+@shared_task(name=reconcile.LIFECYCLE_ALL_TASK)
 def lifecycle_all_task() -> None:
     """Periodic: a lifecycle pass of every domain."""
     lifecycle.request_all_domains()
 
 
-@shared_task(name="scheduling.tasks.demo_traffic_task")
+@shared_task(name=reconcile.DEMO_TRAFFIC_TASK)
 def demo_traffic_task() -> None:
     """Periodic when KUEUEWEB["DEMO_TRAFFIC_INTERVAL_SECONDS"] > 0: a few demo jobs in, old
     finished ones out (``scheduling.demo.traffic``)."""
@@ -44,7 +45,7 @@ def demo_traffic_task() -> None:
     traffic.submit_demo_jobs(now=timezone.now(), rng=random.Random())
 
 
-@shared_task(name="scheduling.tasks.sample_usage_task")
+@shared_task(name=reconcile.SAMPLE_USAGE_TASK)
 def sample_usage_task() -> None:
     """Periodic: one usage sample per cluster queue, for the overview's chart."""
     from scheduling import history

@@ -45,7 +45,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 
-from kueueweb import live, reconcile
+from kueueweb import live
 from multicluster.choices import ConnectionType
 from multicluster.kube import connection
 from multicluster.kube.backend import (
@@ -76,7 +76,6 @@ from scheduling.models import Event, Job, ResourceFlavor, Workload
 
 logger = logging.getLogger(__name__)
 
-SYNC_TASK = reconcile.KUBE_SYNC_TASK
 DEFAULT_WATCH_QUIET_SECONDS = 1.0
 DEFAULT_WATCH_MAX_SECONDS = 5.0
 DEFAULT_PROBE_INTERVAL_SECONDS = 60
@@ -171,18 +170,6 @@ def _probe_interval() -> int:
 # =========================================================================================
 # The pass
 # =========================================================================================
-
-
-def request_sync(cluster_id: int, delay_seconds: float = 0.0) -> None:
-    reconcile.request_later(SYNC_TASK, delay_seconds, cluster_id)
-
-
-def request_all() -> None:
-    """Ask for a pass of every Kubernetes cluster."""
-    with transaction.atomic():
-        for cluster_id in Cluster.objects.filter(
-                connection_type=ConnectionType.KUBERNETES).values_list("pk", flat=True):
-            request_sync(cluster_id)
 
 
 def sync_kube_cluster(cluster_id: int, *, now: datetime) -> KubeSyncOutcome:

@@ -17,13 +17,7 @@ from multicluster.choices import PodPhase
 from multicluster.models import Cluster, Node, Pod
 from scheduling import conditions as cond
 
-SYNC_TASK = reconcile.CLUSTER_SYNC_TASK
 DISPATCH_TASK = reconcile.DISPATCH_TASK
-
-
-def request_sync(cluster_id: int) -> None:
-    """Ask for a pass of the simulated cluster's reconciler after commit."""
-    reconcile.request(SYNC_TASK, cluster_id)
 
 
 def lose_node(node: Node, *, now: datetime) -> int:
@@ -37,7 +31,7 @@ def lose_node(node: Node, *, now: datetime) -> int:
         ).update(phase=PodPhase.FAILED, ready=False, reason="NodeLost",
                  message=f"Node {node.name} which was running the pod is unresponsive",
                  finished_at=now)
-        request_sync(node.cluster_id)
+        reconcile.request_cluster_sync(node.cluster_id)
     node.ready = False
     return failed
 
@@ -46,7 +40,7 @@ def restore_node(node: Node) -> None:
     """The node is back and Ready; pods waiting for room may be placed on it."""
     with transaction.atomic():
         Node.objects.filter(pk=node.pk).update(ready=True)
-        request_sync(node.cluster_id)
+        reconcile.request_cluster_sync(node.cluster_id)
     node.ready = True
 
 
@@ -61,7 +55,7 @@ def fail_pod(pod: Pod, *, now: datetime) -> bool:
         else:
             changed = Pod.objects.filter(pk=pod.pk, phase=PodPhase.PENDING).update(fail=True)
         if changed:
-            request_sync(pod.cluster_id)
+            reconcile.request_cluster_sync(pod.cluster_id)
     return bool(changed)
 
 

@@ -64,7 +64,6 @@ from scheduling.models import Event, Job, ResourceFlavor, Workload, name_order
 
 logger = logging.getLogger(__name__)
 
-SYNC_TASK = reconcile.CLUSTER_SYNC_TASK
 DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 Job spec.backoffLimit default
 _ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING)
 _RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
@@ -135,10 +134,6 @@ class SyncOutcome:
 BUSY_RETRY_SECONDS = 1.0
 
 
-def request_sync(cluster_id: int, delay_seconds: float = 0.0) -> None:
-    reconcile.request_later(SYNC_TASK, delay_seconds, cluster_id)
-
-
 def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
     """One pass of the simulated cluster ``cluster_id`` (a no-op for other connections)."""
     outcome = SyncOutcome()
@@ -156,7 +151,7 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
         if cluster is None:
             if Cluster.objects.filter(pk=cluster_id).exists():
                 outcome.busy = True
-                request_sync(cluster_id, BUSY_RETRY_SECONDS)
+                reconcile.request_cluster_sync(cluster_id, BUSY_RETRY_SECONDS)
             return outcome
         if cluster.connection_type != ConnectionType.SIMULATED:
             return outcome
@@ -743,13 +738,6 @@ def sync_and_reschedule(cluster_id: int, *, now: datetime) -> SyncOutcome:
         delay = (outcome.next_wakeup - now).total_seconds()
         if delay < _sync_period():
             with transaction.atomic():
-                request_sync(cluster_id, delay)
+                reconcile.request_cluster_sync(cluster_id, delay)
     return outcome
 
-
-def request_all() -> None:
-    """Ask for a pass of every simulated cluster."""
-    with transaction.atomic():
-        for cluster_id in Cluster.objects.filter(
-                connection_type=ConnectionType.SIMULATED).values_list("pk", flat=True):
-            request_sync(cluster_id)

@@ -70,7 +70,7 @@ def test_node_is_created_with_labels_taints_and_capacity(sim: Cluster) -> None:
 
 
 def test_changed_nodes_ask_the_simulated_cluster_to_sync_not_admission(sim: Cluster) -> None:
-    with patch("multicluster.manifests.request_sync") as sync, \
+    with patch("kueueweb.reconcile.request_cluster_sync") as sync, \
             patch("scheduling.apply.admission.on_quota_released") as admission:
         apply_manifests([node_doc("n1"), node_doc("n2")], cluster=sim)
         apply_manifests([node_doc("n1")], cluster=sim)  # unchanged: no write, no sync

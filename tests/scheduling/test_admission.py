@@ -303,11 +303,12 @@ def test_the_cluster_is_asked_to_sync_only_for_workloads_of_jobs(
 ) -> None:
     # The cluster's reconciler starts and stops jobs: a bare workload gives it nothing to
     # do, and each admission cycle of a busy domain used to wake it for nothing.
+    from kueueweb import reconcile
     from scheduling import services
     from tests.fixtures.scheduling import job_manifest
 
     asked: list[int] = []
-    monkeypatch.setattr(admission, "request_cluster_sync", asked.append)
+    monkeypatch.setattr(reconcile, "request_cluster_sync", asked.append)
     make_queue("cq", {"cpu": "2"}, within_cluster_queue="LowerPriority")
     make_workload("bare", "lq-cq", {"cpu": "1"})
     assert _cycle(manager.pk).admitted == ["ns/bare"]

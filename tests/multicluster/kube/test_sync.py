@@ -435,19 +435,6 @@ def test_another_worker_holding_the_cluster_skips_the_pass(kube_api: Any, domain
     assert job.suspend is True
 
 
-def test_the_beat_schedule_runs_the_kube_reconciler() -> None:
-    from kueueweb.celery import app
-    from multicluster import tasks
-
-    entry = settings.CELERY_BEAT_SCHEDULE["sync-kube-clusters"]
-
-    assert entry["task"] == "multicluster.tasks.sync_kube_clusters_task"
-    assert entry["schedule"] == settings.CLUSTER_SYNC_INTERVAL_SECONDS
-    assert tasks.sync_kube_clusters_task.name == entry["task"]
-    assert entry["task"] in app.tasks
-    assert "multicluster.tasks.sync_kube_cluster_task" in app.tasks
-
-
 # --- what kueueweb writes where: grants, system namespaces, namespace creation ---------
 
 
