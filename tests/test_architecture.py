@@ -1,4 +1,12 @@
-"""The engine packages import the standard library only, and never Django."""
+"""The layer rule: the engine is pure, only the Kubernetes backend talks to Kubernetes, and the
+packages import one another without cycles (but for the known ones listed below).
+
+The checker reads the source with ``ast`` and never imports it, so an import hidden in a
+function body or under ``if TYPE_CHECKING:`` counts as much as one at the top of a module: the
+dependency is there either way. Each rule is a function over a source root, run here on the
+project and, in the synthetic tests, on small trees written to ``tmp_path`` to show that it
+reports what it is meant to find.
+"""
 
 from __future__ import annotations
 
@@ -6,45 +14,388 @@ import ast
 import os
 import subprocess
 import sys
+import tomllib
+from collections import defaultdict, deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
-PURE_PACKAGES = ("scheduling/core", "multicluster/core")
-ALLOWED_PREFIXES = ("scheduling.core", "multicluster.core")
-PURE_FILES = sorted(p for pkg in PURE_PACKAGES for p in (ROOT / pkg).glob("*.py"))
+APPS = ("kueueweb", "scheduling", "multicluster")
+PURE_PACKAGES = ("scheduling.core", "multicluster.core")
+KUBE_BACKEND = "multicluster.kube"
+# The Kubernetes client and the HTTP library it is built on (whose exceptions it raises).
+KUBE_CLIENT = ("kubernetes", "urllib3")
+
+# Known cycles, to be removed by the package split: do not add to these lists.
+# Each entry is an import from one package (or app) of another that lies on a cycle today.
+# The test fails on a cycle that takes any step not listed here, and on an entry that no
+# longer lies on a cycle, so that the lists only shrink.
+KNOWN_PACKAGE_CYCLES: frozenset[tuple[str, str]] = frozenset({
+    # The models and services of the two apps use each other: a cluster owns the scheduling
+    # objects of its domain, and admission, lifecycle and apply read and write clusters.
+    ("multicluster", "scheduling"),
+    ("scheduling", "multicluster"),
+    # kueueweb holds both the project (settings, URLs, the reconcile task registry) and the
+    # shared pieces the apps use (roles, live notifications, reconcile requests).
+    ("kueueweb", "multicluster"),
+    ("kueueweb", "scheduling"),
+    ("kueueweb", "scheduling.api"),
+    ("kueueweb", "scheduling.bench"),
+    ("multicluster", "kueueweb"),
+    ("scheduling", "kueueweb"),
+    ("scheduling.api", "kueueweb"),
+    ("scheduling.bench", "kueueweb"),
+    ("multicluster.kube", "kueueweb"),
+    ("multicluster.simulated", "kueueweb"),
+    # multicluster.sync and multicluster.tasks pick and probe the cluster backends, which use
+    # the app's models and the scheduling services.
+    ("multicluster", "multicluster.kube"),
+    ("multicluster", "multicluster.simulated"),
+    ("multicluster.kube", "multicluster"),
+    ("multicluster.kube", "scheduling"),
+    ("multicluster.simulated", "multicluster"),
+    ("multicluster.simulated", "scheduling"),
+    # The manifests build on the API's serializers, the periodic tasks run the demo traffic,
+    # the load test reads the benchmark's report, and the API and the benchmark use the
+    # models and services of both apps.
+    ("scheduling", "scheduling.api"),
+    ("scheduling", "scheduling.demo"),
+    ("multicluster", "scheduling.api"),
+    ("scheduling.api", "multicluster"),
+    ("scheduling.api", "scheduling"),
+    ("scheduling.bench", "multicluster"),
+    ("scheduling.bench", "scheduling"),
+    ("scheduling.demo", "multicluster"),
+    ("scheduling.demo", "scheduling"),
+})
+KNOWN_APP_CYCLES: frozenset[tuple[str, str]] = frozenset({
+    ("kueueweb", "multicluster"),
+    ("kueueweb", "scheduling"),
+    ("multicluster", "kueueweb"),
+    ("multicluster", "scheduling"),
+    ("scheduling", "kueueweb"),
+    ("scheduling", "multicluster"),
+})
 
 
-def _imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    names: list[str] = []
+# --- reading the source -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Import:
+    """One module named by an import statement of ``source`` (file and line)."""
+
+    source: str
+    target: str
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} imports {self.target}"
+
+
+def find_modules(root: Path, apps: Iterable[str] = APPS) -> dict[str, Path]:
+    """Every module of the apps under ``root`` by dotted name; migrations are left out."""
+    modules: dict[str, Path] = {}
+    for app in apps:
+        for path in sorted((root / app).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if "migrations" in parts:
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _is_package(path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def package_of(module: str, modules: dict[str, Path]) -> str:
+    """The package a module belongs to: itself for a package, else the one containing it."""
+    if _is_package(modules[module]):
+        return module
+    return module.rpartition(".")[0]
+
+
+def _resolve_relative(module: str, is_package: bool, level: int, name: str | None) -> str:
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join([*base, name] if name else base)
+
+
+def imports_of(root: Path, module: str, modules: dict[str, Path]) -> list[Import]:
+    """The modules that ``module`` imports anywhere in its body, relative imports resolved.
+
+    ``from package import name`` names the submodule ``package.name`` when there is one (that
+    is the module it loads), and ``package`` otherwise.
+    """
+    path = modules[module]
+    file = str(path.relative_to(root))
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=file)
+    found: list[Import] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
+            found.extend(Import(module, alias.name, file, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
             if node.level:
-                # relative imports stay inside the pure package
+                base = _resolve_relative(module, _is_package(path), node.level, node.module)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                target = submodule if submodule in modules else base
+                found.append(Import(module, target, file, node.lineno))
+    return found
+
+
+def all_imports(root: Path, modules: dict[str, Path]) -> list[Import]:
+    return [imp for module in modules for imp in imports_of(root, module, modules)]
+
+
+def _within(module: str, packages: Iterable[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+# --- rule 1: the engine is pure -----------------------------------------------------------
+
+
+def impure_core_imports(root: Path, pure: Iterable[str] = PURE_PACKAGES) -> list[Import]:
+    """Imports in the pure packages of anything but the standard library and each other."""
+    pure = tuple(pure)
+    modules = find_modules(root, {p.split(".")[0] for p in pure})
+    offending = []
+    for module in modules:
+        if not _within(module, pure):
+            continue
+        for imp in imports_of(root, module, modules):
+            top = imp.target.split(".")[0]
+            allowed = (
+                _within(imp.target, pure) or top == "__future__" or top in sys.stdlib_module_names
+            )
+            if not allowed:
+                offending.append(imp)
+    return offending
+
+
+# --- rule 2: only the Kubernetes backend imports the Kubernetes client ---------------------
+
+
+def kube_imports_outside_backend(
+    root: Path, apps: Iterable[str] = APPS, backend: str = KUBE_BACKEND
+) -> list[Import]:
+    modules = find_modules(root, apps)
+    return [
+        imp
+        for imp in all_imports(root, modules)
+        if imp.target.split(".")[0] in KUBE_CLIENT and not _within(imp.source, [backend])
+    ]
+
+
+# --- rule 3: no import cycles between packages or between apps -----------------------------
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iterative: the components of more than one node."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    nodes = sorted(set(graph) | {v for targets in graph.values() for v in targets})
+    for start in nodes:
+        if start in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for succ in successors:
+                if succ not in index:
+                    index[succ] = low[succ] = len(index)
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph.get(succ, ())))))
+                    advanced = True
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            if advanced:
                 continue
-            names.append(node.module or "")
-    return names
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(component)
+    return components
 
 
-def _allowed(module: str) -> bool:
-    top = module.split(".")[0]
-    if module.startswith(ALLOWED_PREFIXES) or top == "__future__":
-        return True
-    return top in sys.stdlib_module_names
+def _path(graph: dict[str, set[str]], start: str, goal: str, within: set[str]) -> list[str]:
+    """A shortest path from ``start`` to ``goal`` inside one component."""
+    previous: dict[str, str] = {}
+    queue = deque([start])
+    seen = {start}
+    while queue:
+        node = queue.popleft()
+        if node == goal:
+            break
+        for succ in sorted(graph.get(node, ())):
+            if succ in within and succ not in seen:
+                seen.add(succ)
+                previous[succ] = node
+                queue.append(succ)
+    path = [goal]
+    while path[-1] != start:
+        path.append(previous[path[-1]])
+    return path[::-1]
 
 
-@pytest.mark.parametrize("path", PURE_FILES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_pure_modules_import_only_the_standard_library(path: Path) -> None:
-    offending = [m for m in _imports(path) if not _allowed(m)]
-    assert offending == []
+@dataclass(frozen=True)
+class CycleEdge:
+    """An import between two packages (or two apps) that lies on a cycle between them."""
+
+    source: str
+    target: str
+    imports: tuple[Import, ...]
+    """The statements that make it."""
+    cycle: str
+    """One cycle it lies on, spelled out with the modules that close each step."""
+
+    def __str__(self) -> str:
+        lines = [f"{self.source} -> {self.target} closes an import cycle:"]
+        lines.extend(f"  {imp}" for imp in self.imports)
+        lines.append(f"  cycle: {self.cycle}")
+        return "\n".join(lines)
 
 
-def test_the_engine_has_files_to_check() -> None:
-    assert any(p.parent.name == "core" and p.parent.parent.name == "scheduling" for p in PURE_FILES)
+def _cycle_edges(
+    graph: dict[str, set[str]], made_by: dict[tuple[str, str], list[Import]]
+) -> dict[tuple[str, str], CycleEdge]:
+    """The edges inside the strongly connected components: each of them lies on a cycle."""
+
+    def step(x: str, y: str) -> str:
+        modules = sorted({f"{imp.source} -> {imp.target}" for imp in made_by[(x, y)]})
+        return f"{x} -> {y} by {', '.join(modules)}"
+
+    found = {}
+    for component in strongly_connected(graph):
+        for a in sorted(component):
+            for b in sorted(graph[a] & component):
+                steps = [a, *_path(graph, b, a, component)]
+                cycle = " -> ".join(steps) + "; " + "; ".join(
+                    step(x, y) for x, y in pairwise(steps)
+                )
+                found[(a, b)] = CycleEdge(a, b, tuple(made_by[(a, b)]), cycle)
+    return found
+
+
+@dataclass(frozen=True)
+class Cycles:
+    between_packages: dict[tuple[str, str], CycleEdge]
+    between_apps: dict[tuple[str, str], CycleEdge]
+
+
+def import_cycles(root: Path, apps: Iterable[str] = APPS) -> Cycles:
+    """The imports that close cycles between packages and between apps.
+
+    A package is a directory with an ``__init__.py``; a module belongs to the innermost one.
+    """
+    modules = find_modules(root, apps)
+    between_modules = [
+        imp for imp in all_imports(root, modules)
+        if imp.target in modules and imp.target != imp.source
+    ]
+
+    def edges(group: dict[str, str]) -> dict[tuple[str, str], CycleEdge]:
+        graph: dict[str, set[str]] = defaultdict(set)
+        made_by: dict[tuple[str, str], list[Import]] = defaultdict(list)
+        for imp in between_modules:
+            a, b = group[imp.source], group[imp.target]
+            if a != b and imp not in made_by[(a, b)]:
+                graph[a].add(b)
+                made_by[(a, b)].append(imp)
+        return _cycle_edges(graph, made_by)
+
+    return Cycles(
+        between_packages=edges({m: package_of(m, modules) for m in modules}),
+        between_apps=edges({m: m.split(".")[0] for m in modules}),
+    )
+
+
+def stale_known_edges(
+    found: dict[tuple[str, str], CycleEdge], known: frozenset[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    return sorted(known - found.keys())
+
+
+def unknown_cycle_edges(
+    found: dict[tuple[str, str], CycleEdge], known: frozenset[tuple[str, str]]
+) -> list[str]:
+    return [str(edge) for key, edge in sorted(found.items()) if key not in known]
+
+
+# --- the project ----------------------------------------------------------------------------
+
+
+def test_the_checker_finds_the_project() -> None:
+    modules = find_modules(ROOT)
+    assert {"scheduling.core", "multicluster.kube", "kueueweb.settings"} <= set(modules)
+    assert not any("migrations" in m for m in modules)
+
+
+def test_the_engine_imports_only_the_standard_library() -> None:
+    offending = [str(imp) for imp in impure_core_imports(ROOT)]
+    assert not offending, "\n".join(offending)
+
+
+def test_only_the_kubernetes_backend_imports_the_kubernetes_client() -> None:
+    offending = [str(imp) for imp in kube_imports_outside_backend(ROOT)]
+    assert not offending, "\n".join(offending)
+
+
+def test_ruff_bans_the_kubernetes_client_outside_the_backend() -> None:
+    """The same rule in the linter, so an editor flags it: a config change must not drop it."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    lint = config["tool"]["ruff"]["lint"]
+    assert any(code in lint["select"] for code in ("TID", "TID251"))
+    assert "kubernetes" in lint["flake8-tidy-imports"]["banned-api"]
+    exempt = {
+        pattern for pattern, codes in lint["per-file-ignores"].items()
+        if any(code in ("TID", "TID251") for code in codes)
+    }
+    assert exempt == {"multicluster/kube/*"}
+
+
+def test_no_new_import_cycles_between_packages() -> None:
+    new = unknown_cycle_edges(import_cycles(ROOT).between_packages, KNOWN_PACKAGE_CYCLES)
+    assert not new, "\n\n".join(new)
+
+
+def test_no_new_import_cycles_between_apps() -> None:
+    new = unknown_cycle_edges(import_cycles(ROOT).between_apps, KNOWN_APP_CYCLES)
+    assert not new, "\n\n".join(new)
+
+
+def test_every_known_cycle_still_exists() -> None:
+    """A step that no longer lies on a cycle leaves its list: the debt only shrinks."""
+    cycles = import_cycles(ROOT)
+    assert stale_known_edges(cycles.between_packages, KNOWN_PACKAGE_CYCLES) == []
+    assert stale_known_edges(cycles.between_apps, KNOWN_APP_CYCLES) == []
 
 
 def test_importing_the_engine_does_not_load_django() -> None:
@@ -54,3 +405,103 @@ def test_importing_the_engine_does_not_load_django() -> None:
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+# --- the checker on synthetic trees: each rule reports what it is meant to find -------------
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def _packages(*names: str) -> dict[str, str]:
+    return {f"{name.replace('.', '/')}/__init__.py": "" for name in names}
+
+
+def test_an_impure_core_import_is_reported(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        **_packages("scheduling", "scheduling.core", "multicluster", "multicluster.core"),
+        "scheduling/models.py": "",
+        "scheduling/core/cycle.py": (
+            "from __future__ import annotations\n"
+            "import json\n"
+            "from . import flavors\n"
+            "from multicluster.core import placement\n"
+            "def admit():\n"
+            "    from ..models import Workload\n"
+            "    import django.db\n"
+        ),
+        "scheduling/core/flavors.py": "",
+        "multicluster/core/placement.py": "",
+    })
+    assert [str(imp) for imp in impure_core_imports(root)] == [
+        "scheduling/core/cycle.py:6 imports scheduling.models",
+        "scheduling/core/cycle.py:7 imports django.db",
+    ]
+
+
+def test_a_kubernetes_import_outside_the_backend_is_reported(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        **_packages("kueueweb", "scheduling", "multicluster", "multicluster.kube"),
+        "multicluster/kube/client.py": "import kubernetes\nimport urllib3\n",
+        "multicluster/sync.py": "from multicluster.kube import client\n",
+        "scheduling/jobs.py": "def start():\n    from kubernetes.client import BatchV1Api\n",
+        "kueueweb/health.py": "import urllib3.exceptions\n",
+    })
+    assert sorted(str(imp) for imp in kube_imports_outside_backend(root)) == [
+        "kueueweb/health.py:1 imports urllib3.exceptions",
+        "scheduling/jobs.py:2 imports kubernetes.client",
+    ]
+
+
+def test_a_new_cycle_between_packages_is_reported_with_its_modules(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        **_packages("kueueweb", "scheduling", "scheduling.api", "multicluster"),
+        "scheduling/models.py": "",
+        "scheduling/api/views.py": "from ..models import Workload\n",
+        "multicluster/models.py": "from scheduling import models\n",
+        # hidden in a function, as cycles are hidden today
+        "scheduling/admission.py": "def admit():\n    from multicluster.models import Cluster\n",
+    })
+    found = import_cycles(root).between_packages
+    assert sorted(found) == [("multicluster", "scheduling"), ("scheduling", "multicluster")]
+    report = unknown_cycle_edges(found, frozenset({("multicluster", "scheduling")}))
+    assert len(report) == 1
+    assert report[0].startswith("scheduling -> multicluster closes an import cycle:")
+    assert "scheduling/admission.py:2 imports multicluster.models" in report[0]
+    assert "multicluster.models -> scheduling.models" in report[0]
+    assert unknown_cycle_edges(found, frozenset(found)) == []
+
+
+def test_a_cycle_between_apps_only_is_reported(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        **_packages("kueueweb", "scheduling", "scheduling.web", "multicluster"),
+        "scheduling/models.py": "",
+        "scheduling/web/pages.py": "import multicluster.models\n",
+        "multicluster/models.py": "from scheduling.models import Workload\n",
+    })
+    cycles = import_cycles(root)
+    assert cycles.between_packages == {}
+    report = unknown_cycle_edges(cycles.between_apps, frozenset())
+    assert [line.splitlines()[:2] for line in report] == [
+        ["multicluster -> scheduling closes an import cycle:",
+         "  multicluster/models.py:1 imports scheduling.models"],
+        ["scheduling -> multicluster closes an import cycle:",
+         "  scheduling/web/pages.py:1 imports multicluster.models"],
+    ]
+
+
+def test_a_known_cycle_that_is_gone_is_reported(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        **_packages("kueueweb", "scheduling", "multicluster"),
+        "scheduling/models.py": "",
+        "multicluster/models.py": "from scheduling.models import Workload\n",
+    })
+    found = import_cycles(root).between_packages
+    known = frozenset({("multicluster", "scheduling"), ("scheduling", "multicluster")})
+    assert found == {}
+    assert stale_known_edges(found, known) == sorted(known)
