@@ -15,9 +15,8 @@ from django.db import transaction
 from kueueweb import reconcile
 from multicluster.choices import PodPhase
 from multicluster.models import Cluster, Node, Pod
+from scheduling import admission
 from scheduling import conditions as cond
-
-DISPATCH_TASK = reconcile.DISPATCH_TASK
 
 
 def lose_node(node: Node, *, now: datetime) -> int:
@@ -70,7 +69,7 @@ def disconnect_cluster(cluster: Cluster, *, now: datetime) -> None:
             "The simulated cluster was disconnected (fault injected)", now=now)
         locked.lost_since = locked.lost_since or now
         locked.save(update_fields=["conditions", "lost_since", "resource_version", "updated_at"])
-        reconcile.request(DISPATCH_TASK, Cluster.objects.manager_id())
+        admission.request_dispatch()
     cluster.refresh_from_db()
 
 
@@ -82,5 +81,5 @@ def reconnect_cluster(cluster: Cluster, *, now: datetime) -> None:
                                                "Connected", now=now)
         locked.lost_since = None
         locked.save(update_fields=["conditions", "lost_since", "resource_version", "updated_at"])
-        reconcile.request(DISPATCH_TASK, Cluster.objects.manager_id())
+        admission.request_dispatch()
     cluster.refresh_from_db()
