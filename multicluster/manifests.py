@@ -458,6 +458,7 @@ def cluster_to_resource(cluster: Cluster) -> dict[str, Any]:
     connection: dict[str, Any] = {"type": cluster.connection_type}
     if cluster.connection_type == ConnectionType.KUBERNETES:
         connection["hasKubeconfig"] = cluster.has_kubeconfig
+        connection["createNamespaces"] = cluster.create_namespaces
     else:
         connection["nodes"] = [node_to_dict(node) for node in cluster.nodes.all()]
     lost_since = cluster.lost_since.isoformat().replace("+00:00", "Z") if cluster.lost_since else None
@@ -489,6 +490,7 @@ class ClusterSpec:
     # Kept out of the repr: a dataclass's repr shows in tracebacks and debug pages.
     kubeconfig: str | None = field(default=None, repr=False)
     nodes: list[dict[str, Any]] | None = None
+    create_namespaces: bool | None = None
 
 
 def read_cluster(data: Any, *, instance: Cluster | None) -> ClusterSpec:
@@ -521,7 +523,8 @@ def read_cluster(data: Any, *, instance: Cluster | None) -> ClusterSpec:
         if manager is not None:
             r.error("spec.role", f'there is already a manager cluster ("{manager.name}")')
     connection = r.fields(spec.get("connection"), "spec.connection",
-                          ("type", "kubeconfig", "nodes"), ignored={"hasKubeconfig"})
+                          ("type", "kubeconfig", "nodes", "createNamespaces"),
+                          ignored={"hasKubeconfig"})
     default_type = instance.connection_type if instance else ConnectionType.SIMULATED
     connection_type = r.string(connection.get("type"), "spec.connection.type",
                                choices=ConnectionType.values, default=default_type)
@@ -537,10 +540,26 @@ def read_cluster(data: Any, *, instance: Cluster | None) -> ClusterSpec:
             r.error("spec.connection.nodes",
                     "only a simulated connection has its nodes defined here (a kubernetes "
                     "cluster reports its own)")
+    create_namespaces = None
+    if "createNamespaces" in connection:
+        create_namespaces = _read_create_namespaces(connection["createNamespaces"],
+                                                    str(connection_type), r)
     if r.errors:
         raise ManifestInvalid(r.errors, kind=CLUSTER_KIND, name=name)
     return ClusterSpec(name=name or "", role=str(role), connection_type=str(connection_type),
-                       kubeconfig=kubeconfig, nodes=nodes)
+                       kubeconfig=kubeconfig, nodes=nodes, create_namespaces=create_namespaces)
+
+
+def _read_create_namespaces(value: Any, connection_type: str, r: Reader) -> bool | None:
+    path = "spec.connection.createNamespaces"
+    if not isinstance(value, bool):
+        r.error(path, "must be true or false")
+        return None
+    if connection_type != ConnectionType.KUBERNETES:
+        # A simulated cluster has no namespaces to create: every job runs in its own.
+        r.error(path, "only a kubernetes connection creates namespaces")
+        return None
+    return value
 
 
 def _read_kubeconfig(value: Any, r: Reader) -> str | None:
@@ -601,6 +620,8 @@ def save_cluster(spec: ClusterSpec, instance: Cluster | None) -> Cluster:
     cluster.connection_type = spec.connection_type
     if spec.kubeconfig is not None:
         cluster.set_kubeconfig(spec.kubeconfig)
+    if spec.create_namespaces is not None:
+        cluster.create_namespaces = spec.create_namespaces
     cluster.save()
     if spec.nodes is not None:
         _replace_nodes(cluster, spec.nodes)

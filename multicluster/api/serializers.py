@@ -77,6 +77,10 @@ class ConnectionSerializer(serializers.Serializer[Any]):
         help_text="kubernetes only: the kubeconfig YAML. Stored encrypted, never returned; "
         "an empty string removes it.")
     hasKubeconfig = serializers.BooleanField(read_only=True, help_text="kubernetes only.")
+    createNamespaces = serializers.BooleanField(
+        required=False,
+        help_text="kubernetes only: create a job's namespace on the cluster when it is missing "
+        "(never kube-system, kube-public or kube-node-lease); default false, left out it is kept.")
     nodes = NodeSerializer(many=True, required=False,
                            help_text="simulated only: the nodes; left out, they are kept.")
 
@@ -109,7 +113,7 @@ class ClusterSerializer(serializers.Serializer[Any]):
         if not isinstance(data, Mapping):
             raise serializers.ValidationError({"non_field_errors": ["the body must be an object"]})
         if self.partial and self.instance is not None:
-            # Absent kubeconfig and nodes mean "keep", so the patch applies to role and type.
+            # Absent kubeconfig, nodes and createNamespaces mean "keep", so the patch applies to role and type.
             current = {"metadata": {"name": self.instance.name},
                        "spec": {"role": self.instance.role,
                                 "connection": {"type": self.instance.connection_type}}}

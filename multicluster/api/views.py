@@ -88,7 +88,7 @@ _CLUSTER_WRITE = (
                            responses={200: ClusterSerializer, 401: REFUSED, 403: REFUSED,
                                       404: NOT_FOUND}),
     update=extend_schema(summary="Replace a cluster's spec", description=_CLUSTER_WRITE +
-                         " The kubeconfig and nodes are kept when left out.",
+                         " The kubeconfig, nodes and createNamespaces are kept when left out.",
                          responses={200: ClusterSerializer, 400: FIELD_ERRORS, 401: REFUSED,
                                     403: REFUSED, 404: NOT_FOUND}),
     partial_update=extend_schema(

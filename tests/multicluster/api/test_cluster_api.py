@@ -55,7 +55,8 @@ def test_kubeconfig_is_write_only_and_stored_encrypted(
     body = response.json()
     assert (body["apiVersion"], body["kind"], body["spec"], body["status"]) == (
         "kueueweb.io/v1", "Cluster",
-        {"role": "worker", "connection": {"type": "kubernetes", "hasKubeconfig": True}},
+        {"role": "worker", "connection": {"type": "kubernetes", "hasKubeconfig": True,
+                                      "createNamespaces": False}},
         {"conditions": [], "capacity": {}, "lostSince": None})
     assert "s3cr3t-token" not in response.content.decode()
     worker = Cluster.objects.get(name="worker-1")
@@ -71,14 +72,16 @@ def test_kubeconfig_uploaded_later_with_patch(
                       "metadata": {"name": "worker-1"}, "spec": {"clusterSource": {
                           "kubeConfig": {"location": "worker1-secret"}}}}])
     assert admin_client_api.get("/api/v1/clusters/worker-1/").json()["spec"]["connection"] == {
-        "type": "kubernetes", "hasKubeconfig": False}
+        "type": "kubernetes", "hasKubeconfig": False,
+        "createNamespaces": False}
 
     response = admin_client_api.patch("/api/v1/clusters/worker-1/",
                                       {"spec": {"connection": {"kubeconfig": KUBECONFIG}}},
                                       format="json")
 
     assert (response.status_code, response.json()["spec"]["connection"]) == (
-        200, {"type": "kubernetes", "hasKubeconfig": True})
+        200, {"type": "kubernetes", "hasKubeconfig": True,
+                                      "createNamespaces": False})
     assert Cluster.objects.get(name="worker-1").get_kubeconfig() == KUBECONFIG
 
 
@@ -95,6 +98,28 @@ def test_put_without_kubeconfig_keeps_it_and_empty_clears_it(
 
     assert kept.json()["spec"]["connection"]["hasKubeconfig"] is True
     assert cleared.json()["spec"]["connection"]["hasKubeconfig"] is False
+
+
+def test_create_namespaces_is_set_kept_and_cleared(
+    manager: Cluster, admin_client_api: APIClient
+) -> None:
+    body = kubernetes_worker("worker-1", KUBECONFIG)
+    body["spec"]["connection"]["createNamespaces"] = True
+
+    created = admin_client_api.post("/api/v1/clusters/", body, format="json")
+    kept = admin_client_api.put("/api/v1/clusters/worker-1/", kubernetes_worker("worker-1"),
+                                format="json")
+    kept_flag = Cluster.objects.get(name="worker-1").create_namespaces
+    cleared = admin_client_api.patch(
+        "/api/v1/clusters/worker-1/", {"spec": {"connection": {"createNamespaces": False}}},
+        format="json")
+
+    assert created.status_code == 201
+    assert created.json()["spec"]["connection"]["createNamespaces"] is True
+    assert (kept.status_code, kept.json()["spec"]["connection"]["createNamespaces"],
+            kept_flag) == (200, True, True)
+    assert cleared.json()["spec"]["connection"]["createNamespaces"] is False
+    assert Cluster.objects.get(name="worker-1").create_namespaces is False
 
 
 def test_simulated_cluster_with_nodes(manager: Cluster, admin_client_api: APIClient) -> None:
@@ -168,6 +193,15 @@ def test_patching_nodes_updates_them_in_place(
                      {"spec.connection.type": ['Unsupported value: "cloud": supported values: '
                                                '"simulated", "kubernetes"']},
                      id="unknown connection type"),
+        pytest.param({"metadata": {"name": "w"}, "spec": {"connection": {
+            "type": "kubernetes", "createNamespaces": "yes"}}},
+            {"spec.connection.createNamespaces": ["must be true or false"]},
+            id="createNamespaces not a boolean"),
+        pytest.param({"metadata": {"name": "sim-1"}, "spec": {"connection": {
+            "type": "simulated", "createNamespaces": True}}},
+            {"spec.connection.createNamespaces": [
+                "only a kubernetes connection creates namespaces"]},
+            id="createNamespaces of a simulated cluster"),
     ],
 )
 def test_invalid_clusters_are_refused_by_field(
@@ -206,7 +240,8 @@ def test_switching_to_kubernetes_drops_simulated_nodes(
         "type": "kubernetes", "kubeconfig": KUBECONFIG}}}, format="json")
 
     assert (response.status_code, response.json()["spec"]["connection"]) == (
-        200, {"type": "kubernetes", "hasKubeconfig": True})
+        200, {"type": "kubernetes", "hasKubeconfig": True,
+                                      "createNamespaces": False})
     assert not Node.objects.filter(cluster__name="sim-1").exists()
 
 
