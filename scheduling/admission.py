@@ -132,8 +132,18 @@ def request_dispatch() -> None:
 # =========================================================================================
 
 
-def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
-    """Run one scheduling cycle of the domain; a no-op if another worker holds its lease."""
+def run_admission_cycle(
+    cluster_id: int,
+    *,
+    now: datetime,
+    policy: CyclePolicy | None = None,
+    max_cycles: int | None = None,
+) -> CycleOutcome:
+    """Run one scheduling cycle of the domain; a no-op if another worker holds its lease.
+
+    ``policy`` (default: the settings' ``cycle_policy``) and ``max_cycles`` (default
+    ``MAX_CYCLES_PER_ROUND``) let ``manage.py simulate`` run a scenario's own scheduler
+    configuration, one Kueue cycle at a time when the scenario asks for one."""
     holder = new_holder_id()
     config: dict[str, Any] = settings.KUEUEWEB
     lease_for = timedelta(seconds=int(config["ADMISSION_LEASE_SECONDS"]))
@@ -141,7 +151,8 @@ def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
         return CycleOutcome(ran=False)
     outcome: CycleOutcome | None = None
     try:
-        outcome = _cycle_under_lease(cluster_id, holder, now=now)
+        outcome = _cycle_under_lease(cluster_id, holder, now=now, policy=policy,
+                                     max_cycles=max_cycles)
         return outcome
     finally:
         # A cycle that applied its decisions gave the lease back with them (committed).
@@ -154,7 +165,8 @@ def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
             reconcile.request(ADMISSION_TASK, cluster_id)
 
 
-def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleOutcome:
+def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime,
+                       policy: CyclePolicy | None, max_cycles: int | None) -> CycleOutcome:
     # 1. Housekeeping that changes what the cycle sees.
     released = release_evicted_workloads(cluster_id, now=now)
     requeue_due_queues(cluster_id, now=now)
@@ -190,7 +202,8 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
     best_effort = {cq.name for cq in specs.cluster_queues
                    if cq.queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO}
     rounds = run_cycles(snapshot, head_rows, per_queue=per_queue, now=now, first_cycle=cycle,
-                        bulk_park=best_effort, cluster_id=cluster_id)
+                        bulk_park=best_effort, cluster_id=cluster_id, policy=policy,
+                        max_cycles=max_cycles)
     cycle = rounds.last_cycle
     outcome = CycleOutcome(ran=True, cycle=cycle, heads=rounds.heads, released=released,
                            settled=rounds.settled)
@@ -305,6 +318,8 @@ def run_cycles(
     first_cycle: int,
     bulk_park: frozenset[str] | set[str] = frozenset(),
     cluster_id: int,
+    policy: CyclePolicy | None = None,
+    max_cycles: int | None = None,
 ) -> Rounds:
     """Run Kueue scheduling cycles over ``rows`` (``select_heads``) until one would need
     the database again.
@@ -340,7 +355,8 @@ def run_cycles(
     moves: list[BulkMove] = []
     targets: tuple[PreemptionTarget, ...] = ()
     cycle, cycles, heads_seen = first_cycle, 0, 0
-    policy, epoch_now = cycle_policy(), snapshots.epoch(now)
+    policy, epoch_now = policy or cycle_policy(), snapshots.epoch(now)
+    max_cycles = MAX_CYCLES_PER_ROUND if max_cycles is None else max_cycles
     deadline = time.perf_counter() + MAX_ROUND_SECONDS
     # Cohort trees (by root) whose round is over. Trees share no quota, so one tree's
     # preemption or exhausted candidates does not stop the others.
@@ -349,7 +365,7 @@ def run_cycles(
     frozen: set[str] = set()
     settled = True
     while True:
-        if cycles >= MAX_CYCLES_PER_ROUND or (cycles and time.perf_counter() > deadline):
+        if cycles >= max_cycles or (cycles and time.perf_counter() > deadline):
             settled = False
             break
         # A queue that used every candidate loaded for it may have more in the database.

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-SCENARIOS = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "scenarios"
+pytestmark = pytest.mark.django_db
+
+# The shared folder sits beside the checkout (found from a worktree nested deeper too).
+SCENARIOS = next(
+    (folder / "shared" / "conformance" / "scenarios" for folder in Path(__file__).resolve().parents
+     if (folder / "shared" / "conformance" / "scenarios").is_dir()),
+    Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "scenarios",
+)
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
 
 VALID = """\
@@ -143,3 +150,25 @@ def test_a_broken_file_does_not_stop_the_others(tmp_path: Path) -> None:
         call_command("simulate", str(tmp_path), "--check", stdout=out, stderr=err)
     assert "a-broken.yaml: pending: expected a list, got int" in err.getvalue()
     assert out.getvalue().strip().splitlines()[-1] == "1 passed, 0 failed, 1 could not be loaded"
+
+
+def test_a_scenario_leaves_no_row_and_no_work_after_commit(
+    django_capture_on_commit_callbacks, tmp_path: Path
+) -> None:
+    from multicluster.models import Cluster
+    from scheduling.models import ClusterQueue, Event, Workload
+    from scheduling.simulation import load_scenario_file, run_scenario
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(VALID)
+    clusters = Cluster.objects.count()
+    with django_capture_on_commit_callbacks() as callbacks:
+        outcome = run_scenario(load_scenario_file(path))
+    # The cycle ran (it admitted a workload and asked for follow-up work after commit) ...
+    assert list(outcome["admitted"]) == ["ns/b"]
+    # ... and the rollback took its rows and that work with it.
+    assert callbacks == []
+    assert Cluster.objects.count() == clusters
+    assert not Workload.objects.exists()
+    assert not ClusterQueue.objects.exists()
+    assert not Event.objects.exists()
