@@ -780,8 +780,11 @@ def run_scenario_in_engine(
         seen.add(fingerprint)
         now += 1.0
 
+    # The outcome partitions the pending list: an admitted workload preempted and admitted
+    # again is not one of its admissions.
+    queued = {w.key for w in scenario.pending}
     return {
-        "admitted": {k: _admission_json(admitted[k]) for k in sorted(admitted)},
+        "admitted": {k: _admission_json(admitted[k]) for k in sorted(admitted) if k in queued},
         "preempted": sorted(preempted),
         "pending": sorted(w.key for w in scenario.pending if w.key not in admitted),
     }
