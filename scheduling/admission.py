@@ -58,6 +58,7 @@ from scheduling.models import (
     ParkedShape,
     Workload,
 )
+from scheduling.queue_order import queue_order_sql, row_order_key, tuple_order_key
 
 logger = logging.getLogger(__name__)
 
@@ -498,14 +499,10 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
     among its local queues' first candidates, those are ranked by their sort keys, and
     only the ``per_queue`` first of each cluster queue are loaded.
     """
-    def order(key: Sequence[Any]) -> tuple[Any, ...]:
-        queue, _, _, preempting, priority, queued_at, created_at, uid, _ = key
-        return (queue, not preempting, -priority, queued_at or created_at, str(uid))
-
     taken: dict[int, int] = {}
     chosen: dict[int, tuple[Any, int]] = {}  # id: (uid, resource_version)
     queue_of: dict[int, int] = {}
-    for key in sorted(_head_keys(cluster_id, now=now, per_queue=per_queue), key=order):
+    for key in sorted(_head_keys(cluster_id, now=now, per_queue=per_queue), key=_key_order):
         if taken.get(key[0], 0) < per_queue:
             taken[key[0]] = taken.get(key[0], 0) + 1
             chosen[key[2]] = (key[7], key[8])
@@ -524,8 +521,7 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
                  local_queue__cluster_queue__name=names[queue_of[row["id"]]])
             for row in snapshots.heads_cache.rows(cluster_id, chosen, load)
             if queue_of[row["id"]] in names]
-    rows.sort(key=lambda r: (r["local_queue__cluster_queue_id"], not r["preempting"],
-                             -r["priority"], r["queued_at"] or r["created_at"], str(r["uid"])))
+    rows.sort(key=lambda r: (r["local_queue__cluster_queue_id"], row_order_key(r)))
     return rows
 
 
@@ -555,7 +551,7 @@ def _head_keys(cluster_id: int, *, now: datetime, per_queue: int) -> list[tuple[
         f"SELECT s.id FROM (SELECT r.id, r.preempting, r.priority, r.pod_sets_hash "
         f"FROM {sql.workloads} r {order_index} "
         f"WHERE r.local_queue_id = lq.id AND {sql.candidate('r')} "
-        "ORDER BY r.preempting DESC, r.priority DESC, r.queued_at ASC, r.uid ASC "
+        f"ORDER BY {queue_order_sql('r')} "
         f"LIMIT %s) s WHERE s.preempting OR NOT {sql.parked('s', 'lq.cluster_queue_id')} "
         "LIMIT %s"
     )
@@ -582,6 +578,12 @@ def _head_keys(cluster_id: int, *, now: datetime, per_queue: int) -> list[tuple[
     # Their sticky preemptors come first in queue order, so the rows read hold them.
     return ([key for key in keys if key[1] not in by_shape or key[3]]
             + _shape_keys(sorted(by_shape), sql))
+
+
+# The columns of a key of ``_head_keys`` (``_HeadSql.columns``, after the two queue ids).
+_key_order = tuple_order_key(("cluster_queue_id", "local_queue_id", "id", "preempting",
+                              "priority", "queued_at", "created_at", "uid", "resource_version"),
+                             group="cluster_queue_id")
 
 
 class _HeadSql:
@@ -682,7 +684,7 @@ def _shape_keys(local_queues: Sequence[int], sql: _HeadSql) -> list[tuple[Any, .
                 "AND " + pending.format(w="c") + " AND c.priority = s.priority "
                 "AND c.pod_sets_hash = s.pod_sets_hash "
                 "AND (c.requeue_at IS NULL OR c.requeue_at <= %s) "
-                "ORDER BY c.queued_at, c.uid LIMIT %s")
+                f"ORDER BY {queue_order_sql('c', after='priority')} LIMIT %s")
     in_shape_params = [*pending_params, sql.candidate_params[3], sql.per_queue]
     unparked = f"NOT {sql.parked('s', 's.cq_id')}"
     if connection.vendor == "postgresql":
