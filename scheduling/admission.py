@@ -231,7 +231,8 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime,
                 reservations.append((row, head, _reservation(row, head, specs, now=now)))
             else:
                 _record_pending(cluster_id, row, head, now=now, events=events, writes=writes,
-                                with_shape=_shape(head.cluster_queue, row) in shapes_parked)
+                                with_shape=_shape(head.cluster_queue, row) in shapes_parked,
+                                sticky=head.cluster_queue in best_effort)
                 metrics.admission_attempt("inadmissible", per_head)
         # Each decision is conditional on the version the round read: a workload changed
         # meanwhile keeps its own state and is looked at again next round.
@@ -855,6 +856,7 @@ def _record_pending(
     events: list[dict[str, Any]],
     writes: list[bulk.VersionedChange],
     with_shape: bool = False,
+    sticky: bool,
 ) -> None:
     """QuotaReserved=False with the reason an operator reads, and the queue position.
 
@@ -879,11 +881,12 @@ def _record_pending(
         state["lastAssignment"] = head.last_assignment.to_dict()
     else:
         state.pop("lastAssignment", None)
-    # The sticky preemptor: it issued preemptions (or waits for earlier ones) and keeps
-    # its queue's head until admitted.
-    preempting = bool(head.preemption_targets) or (
-        head.requeue_reason is RequeueReason.PENDING_PREEMPTION
-    )
+    # The sticky preemptor of a ``sticky`` (BestEffortFIFO) queue: it issued preemptions
+    # (or waits for earlier ones) and keeps its queue's head until admitted. A StrictFIFO
+    # queue has none: its head keeps its place by the queue order alone, so a workload
+    # that comes ahead of it in that order takes the head.
+    preempting = sticky and (bool(head.preemption_targets) or (
+        head.requeue_reason is RequeueReason.PENDING_PREEMPTION))
     message_changed = not _same_conditions(conditions, row["conditions"])
     unchanged = (
         not message_changed
