@@ -139,12 +139,15 @@ def run_admission_cycle(
     now: datetime,
     policy: CyclePolicy | None = None,
     max_cycles: int | None = None,
+    namespaces: Mapping[str, Mapping[str, str]] | None = None,
 ) -> CycleOutcome:
     """Run one scheduling cycle of the domain; a no-op if another worker holds its lease.
 
-    ``policy`` (default: the settings' ``cycle_policy``) and ``max_cycles`` (default
-    ``MAX_CYCLES_PER_ROUND``) let ``manage.py simulate`` run a scenario's own scheduler
-    configuration, one Kueue cycle at a time when the scenario asks for one."""
+    ``policy`` (default: the settings' ``cycle_policy``), ``max_cycles`` (default
+    ``MAX_CYCLES_PER_ROUND``) and ``namespaces`` (the labels of each namespace; default
+    ``snapshots.namespace_labels``, as kueueweb keeps no Namespace objects) let ``manage.py
+    simulate`` run a scenario's own configuration, one Kueue cycle at a time when the
+    scenario asks for one."""
     holder = new_holder_id()
     config: dict[str, Any] = settings.KUEUEWEB
     lease_for = timedelta(seconds=int(config["ADMISSION_LEASE_SECONDS"]))
@@ -153,7 +156,7 @@ def run_admission_cycle(
     outcome: CycleOutcome | None = None
     try:
         outcome = _cycle_under_lease(cluster_id, holder, now=now, policy=policy,
-                                     max_cycles=max_cycles)
+                                     max_cycles=max_cycles, namespaces=namespaces)
         return outcome
     finally:
         # A cycle that applied its decisions gave the lease back with them (committed).
@@ -167,7 +170,8 @@ def run_admission_cycle(
 
 
 def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime,
-                       policy: CyclePolicy | None, max_cycles: int | None) -> CycleOutcome:
+                       policy: CyclePolicy | None, max_cycles: int | None,
+                       namespaces: Mapping[str, Mapping[str, str]] | None) -> CycleOutcome:
     # 1. Housekeeping that changes what the cycle sees.
     released = release_evicted_workloads(cluster_id, now=now)
     requeue_due_queues(cluster_id, now=now)
@@ -192,7 +196,8 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime,
         cohorts=specs.cohorts,
         cluster_queues=specs.cluster_queues,
         admitted=[snapshots.reserving_cache.built(cluster_id, row) for row in reserving],
-        namespaces=snapshots.namespace_labels(row["namespace"] for row in head_rows),
+        namespaces=(namespaces if namespaces is not None
+                    else snapshots.namespace_labels(row["namespace"] for row in head_rows)),
         generations=generations,
         inactive=specs.inactive,
     )

@@ -288,6 +288,7 @@ def load_scenario(data: Any, *, source: str = "<scenario>") -> Scenario:
         _local_queue(r, q, f"localQueues[{i}]")
         for i, q in enumerate(r.seq(doc.get("localQueues"), "localQueues"))
     )
+    _unique(r, [f"{q.namespace}/{q.name}" for q in lqs], "localQueues")
     policy = _config(r, doc.get("config"))
     admitted = tuple(
         _workload(r, w, f"admitted[{i}]", admitted=True)
@@ -298,6 +299,12 @@ def load_scenario(data: Any, *, source: str = "<scenario>") -> Scenario:
         for i, w in enumerate(r.seq(doc.get("pending"), "pending"))
     )
     _unique(r, [w.key for w in admitted + pending], "admitted/pending")
+    queue_names = {cq.name for cq in cqs}
+    for i, wl in enumerate(admitted):
+        assert wl.admission is not None
+        if wl.admission.cluster_queue not in queue_names:
+            raise r.fail(f"admitted[{i}].admission.clusterQueue",
+                         f"{wl.admission.cluster_queue!r} is not in clusterQueues")
 
     namespaces: dict[str, dict[str, str]] = {}
     for wl in admitted + pending:
@@ -846,11 +853,12 @@ def run_scenario(scenario: Scenario) -> dict[str, Any]:
     ``--json`` shape (without ``name``).
 
     The scenario becomes real rows of a domain of its own (a ``Cluster``): flavors,
-    cohorts, cluster queues with their quotas, local queues, the pending workloads created
-    as the API creates them and the admitted ones with their admission. Then the
-    reconciler's own cycle runs (``admission.run_admission_cycle``: head selection, the
-    engine, the conditional writes; at its start the release of evicted victims and the
-    requeue of parked workloads), once, or until the rows stop changing. The outcome is
+    cohorts, cluster queues with their quotas, local queues, the pending workloads as the
+    API leaves them and the admitted ones with their admission. Then the reconciler's own
+    cycle runs (``admission.run_admission_cycle``: head selection, the engine, the
+    conditional writes; at its start the release of evicted victims and the requeue of
+    parked workloads), once, or until the rows stop changing. The scenario's namespace
+    labels are handed to the cycle: kueueweb keeps no Namespace objects. The outcome is
     read back from the rows. Everything happens in one transaction that is rolled back:
     no row stays, and the work the cycle asks for after commit (Celery messages, browser
     notifications, metrics) is dropped with it.
@@ -874,7 +882,7 @@ def _run_in_domain(scenario: Scenario, cluster: Cluster) -> dict[str, Any]:
     for _ in range(MAX_CYCLES):
         outcome = admission.run_admission_cycle(
             cluster.pk, now=now, policy=scenario.policy,
-            max_cycles=None if scenario.until_stable else 1)
+            max_cycles=None if scenario.until_stable else 1, namespaces=scenario.namespaces)
         preempted.update(outcome.preempted)
         if not scenario.until_stable:
             break
@@ -930,6 +938,16 @@ def _create_specs(scenario: Scenario, cluster: Cluster) -> dict[str, ClusterQueu
                                               node_labels=dict(f.node_labels))
         for f in scenario.flavors
     }
+    # Kueue accepts a queue that names a flavor that does not exist and keeps it inactive
+    # (FlavorNotFound); kueueweb's writes refuse one. Such a quota row points at a flavor of
+    # another throw-away domain, which this domain's specs do not read: the queue is then
+    # inactive as in Kueue.
+    named = {fq.name for spec in (*scenario.cohorts, *scenario.cluster_queues)
+             for group in spec.resource_groups for fq in group.flavors}
+    if named - set(flavors):
+        elsewhere = Cluster.objects.create(name=f"{cluster.name}-absent")
+        flavors.update({name: ResourceFlavor.objects.create(cluster=elsewhere, name=name)
+                        for name in sorted(named - set(flavors))})
     cohorts = {c.name: Cohort.objects.create(cluster=cluster, name=c.name,
                                              fair_sharing_weight=_weight(c.fair_weight))
                for c in scenario.cohorts}
@@ -966,9 +984,12 @@ def _create_specs(scenario: Scenario, cluster: Cluster) -> dict[str, ClusterQueu
         cluster_queues[cq.name] = row
         quotas += _flavor_quotas(cq.resource_groups, flavors, cluster_queue=row)
     FlavorQuota.objects.bulk_create(quotas)
+    # A local queue of a cluster queue that does not exist is not created (it could not
+    # be): its workloads wait as the workloads of a missing local queue do.
     for lq in scenario.local_queues:
-        LocalQueue.objects.create(cluster=cluster, namespace=lq.namespace, name=lq.name,
-                                  cluster_queue=cluster_queues[lq.cluster_queue])
+        if lq.cluster_queue in cluster_queues:
+            LocalQueue.objects.create(cluster=cluster, namespace=lq.namespace, name=lq.name,
+                                      cluster_queue=cluster_queues[lq.cluster_queue])
     return cluster_queues
 
 
