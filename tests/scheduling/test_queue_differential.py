@@ -1,8 +1,8 @@
 """The production admission path decides as the pure engine does.
 
-Random small scenarios (flavors, cohorts nested or not, cluster queues with nominal,
-borrowing and lending quotas, both queueing strategies, preemption policies, priorities,
-admitted and pending workloads) run through the pure engine (``run_scenario_in_engine``:
+Random small scenarios (flavors, cohorts nested or not, cluster queues covering one or
+two resources with nominal, borrowing and lending quotas, both queueing strategies,
+preemption policies, priorities, admitted and pending workloads) run through the pure engine (``run_scenario_in_engine``:
 ``QueueManager`` and ``run_cycle``) and through the reconciler on real rows
 (``run_scenario``); the admissions (flavors and counts), the preemptions and the pending
 sets must be the same.
@@ -42,20 +42,30 @@ def _cohorts(draw: st.DrawFn) -> list[dict[str, Any]]:
     return cohorts
 
 
+# What a quota unit of each resource is, as a quantity.
+UNITS = {"cpu": "", "memory": "Gi", "pods": ""}
+
+
 @st.composite
-def _cluster_queue(draw: st.DrawFn, name: str, cohorts: list[str]) -> dict[str, Any]:
+def _cluster_queue(draw: st.DrawFn, name: str, cohorts: list[str],
+                   covered: list[str]) -> dict[str, Any]:
     cohort = draw(st.sampled_from([None, *cohorts])) if cohorts else None
     flavors = draw(st.permutations(FLAVORS))[: draw(st.integers(1, 2))]
     resources = []
     for flavor in flavors:
-        nominal = draw(st.integers(0, 6))
-        quota: dict[str, Any] = {"name": "cpu", "nominalQuota": str(nominal)}
-        if cohort is not None:
-            borrowing = draw(st.none() | st.integers(0, 4))
-            lending = draw(st.none() | st.integers(0, nominal))
-            quota.update(borrowingLimit=None if borrowing is None else str(borrowing),
-                         lendingLimit=None if lending is None else str(lending))
-        resources.append({"name": flavor, "resources": [quota]})
+        quotas = []
+        for resource in covered:
+            nominal = draw(st.integers(0, 6))
+            quota: dict[str, Any] = {"name": resource,
+                                     "nominalQuota": f"{nominal}{UNITS[resource]}"}
+            if cohort is not None:
+                borrowing = draw(st.none() | st.integers(0, 4))
+                lending = draw(st.none() | st.integers(0, nominal))
+                quota.update(
+                    borrowingLimit=None if borrowing is None else f"{borrowing}{UNITS[resource]}",
+                    lendingLimit=None if lending is None else f"{lending}{UNITS[resource]}")
+            quotas.append(quota)
+        resources.append({"name": flavor, "resources": quotas})
     reclaim = draw(st.sampled_from(("Never", "LowerPriority", "Any")))
     # The API rejects a borrowWithinCohort policy with reclaimWithinCohort Never.
     borrow = "Never" if reclaim == "Never" else draw(st.sampled_from(("Never", "LowerPriority")))
@@ -73,15 +83,18 @@ def _cluster_queue(draw: st.DrawFn, name: str, cohorts: list[str]) -> dict[str, 
             "whenCanBorrow": draw(st.sampled_from(("Borrow", "TryNextFlavor"))),
             "whenCanPreempt": draw(st.sampled_from(("Preempt", "TryNextFlavor"))),
         },
-        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": resources}],
+        "resourceGroups": [{"coveredResources": covered, "flavors": resources}],
     }
 
 
 @st.composite
 def _pod_sets(draw: st.DrawFn) -> list[dict[str, Any]]:
     count = draw(st.integers(1, 3))
-    pod_set: dict[str, Any] = {"name": "main", "count": count,
-                               "requests": {"cpu": str(draw(st.integers(1, 3)))}}
+    # "pods" is never requested: a queue that covers it charges one per pod.
+    requests = {"cpu": str(draw(st.integers(1, 3)))}
+    if draw(st.booleans()):
+        requests["memory"] = f"{draw(st.integers(0, 3))}Gi"
+    pod_set: dict[str, Any] = {"name": "main", "count": count, "requests": requests}
     if count > 1 and draw(st.booleans()):
         pod_set["minCount"] = draw(st.integers(1, count - 1))
     return [pod_set]
@@ -91,7 +104,8 @@ def _pod_sets(draw: st.DrawFn) -> list[dict[str, Any]]:
 def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     cohorts = draw(_cohorts())
     names = [f"cq{i}" for i in range(draw(st.integers(1, 3)))]
-    cqs = [draw(_cluster_queue(name, [c["name"] for c in cohorts])) for name in names]
+    covered = draw(st.sampled_from((["cpu"], ["cpu", "memory"], ["cpu", "pods"])))
+    cqs = [draw(_cluster_queue(name, [c["name"] for c in cohorts], covered)) for name in names]
     admitted = []
     for i in range(draw(st.integers(0, 3))):
         cq = draw(st.sampled_from(cqs))
@@ -104,7 +118,8 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
             "admittedAt": draw(st.integers(-50, -1)),
             "podSets": pod_sets,
             "admission": {"clusterQueue": cq["name"], "podSets": [
-                {"name": "main", "flavors": {"cpu": flavor}, "count": pod_sets[0]["count"]}]},
+                {"name": "main", "flavors": dict.fromkeys(covered, flavor),
+                 "count": pod_sets[0]["count"]}]},
         })
     created = draw(st.lists(st.integers(0, 20), min_size=1, max_size=4, unique=True))
     pending = [{
