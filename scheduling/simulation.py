@@ -942,8 +942,9 @@ def _create_specs(scenario: Scenario, cluster: Cluster) -> dict[str, ClusterQueu
     # (FlavorNotFound); kueueweb's writes refuse one. Such a quota row points at a flavor of
     # another throw-away domain, which this domain's specs do not read: the queue is then
     # inactive as in Kueue.
-    named = {fq.name for spec in (*scenario.cohorts, *scenario.cluster_queues)
-             for group in spec.resource_groups for fq in group.flavors}
+    groups = [g for c in scenario.cohorts for g in c.resource_groups]
+    groups += [g for cq in scenario.cluster_queues for g in cq.resource_groups]
+    named = {fq.name for group in groups for fq in group.flavors}
     if named - set(flavors):
         elsewhere = Cluster.objects.create(name=f"{cluster.name}-absent")
         flavors.update({name: ResourceFlavor.objects.create(cluster=elsewhere, name=name)
