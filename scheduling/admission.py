@@ -58,6 +58,7 @@ from scheduling.models import (
     ParkedShape,
     Workload,
 )
+from scheduling.queue_order import queue_order_sql, row_order_key, tuple_order_key
 
 logger = logging.getLogger(__name__)
 
@@ -132,8 +133,21 @@ def request_dispatch() -> None:
 # =========================================================================================
 
 
-def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
-    """Run one scheduling cycle of the domain; a no-op if another worker holds its lease."""
+def run_admission_cycle(
+    cluster_id: int,
+    *,
+    now: datetime,
+    policy: CyclePolicy | None = None,
+    max_cycles: int | None = None,
+    namespaces: Mapping[str, Mapping[str, str]] | None = None,
+) -> CycleOutcome:
+    """Run one scheduling cycle of the domain; a no-op if another worker holds its lease.
+
+    ``policy`` (default: the settings' ``cycle_policy``), ``max_cycles`` (default
+    ``MAX_CYCLES_PER_ROUND``) and ``namespaces`` (the labels of each namespace; default
+    ``snapshots.namespace_labels``, as kueueweb keeps no Namespace objects) let ``manage.py
+    simulate`` run a scenario's own configuration, one Kueue cycle at a time when the
+    scenario asks for one."""
     holder = new_holder_id()
     config: dict[str, Any] = settings.KUEUEWEB
     lease_for = timedelta(seconds=int(config["ADMISSION_LEASE_SECONDS"]))
@@ -141,7 +155,8 @@ def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
         return CycleOutcome(ran=False)
     outcome: CycleOutcome | None = None
     try:
-        outcome = _cycle_under_lease(cluster_id, holder, now=now)
+        outcome = _cycle_under_lease(cluster_id, holder, now=now, policy=policy,
+                                     max_cycles=max_cycles, namespaces=namespaces)
         return outcome
     finally:
         # A cycle that applied its decisions gave the lease back with them (committed).
@@ -154,7 +169,9 @@ def run_admission_cycle(cluster_id: int, *, now: datetime) -> CycleOutcome:
             reconcile.request(ADMISSION_TASK, cluster_id)
 
 
-def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleOutcome:
+def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime,
+                       policy: CyclePolicy | None, max_cycles: int | None,
+                       namespaces: Mapping[str, Mapping[str, str]] | None) -> CycleOutcome:
     # 1. Housekeeping that changes what the cycle sees.
     released = release_evicted_workloads(cluster_id, now=now)
     requeue_due_queues(cluster_id, now=now)
@@ -179,7 +196,8 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
         cohorts=specs.cohorts,
         cluster_queues=specs.cluster_queues,
         admitted=[snapshots.reserving_cache.built(cluster_id, row) for row in reserving],
-        namespaces=snapshots.namespace_labels(row["namespace"] for row in head_rows),
+        namespaces=(namespaces if namespaces is not None
+                    else snapshots.namespace_labels(row["namespace"] for row in head_rows)),
         generations=generations,
         inactive=specs.inactive,
     )
@@ -190,7 +208,8 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
     best_effort = {cq.name for cq in specs.cluster_queues
                    if cq.queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO}
     rounds = run_cycles(snapshot, head_rows, per_queue=per_queue, now=now, first_cycle=cycle,
-                        bulk_park=best_effort, cluster_id=cluster_id)
+                        bulk_park=best_effort, cluster_id=cluster_id, policy=policy,
+                        max_cycles=max_cycles)
     cycle = rounds.last_cycle
     outcome = CycleOutcome(ran=True, cycle=cycle, heads=rounds.heads, released=released,
                            settled=rounds.settled)
@@ -217,7 +236,8 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime) -> CycleO
                 reservations.append((row, head, _reservation(row, head, specs, now=now)))
             else:
                 _record_pending(cluster_id, row, head, now=now, events=events, writes=writes,
-                                with_shape=_shape(head.cluster_queue, row) in shapes_parked)
+                                with_shape=_shape(head.cluster_queue, row) in shapes_parked,
+                                sticky=head.cluster_queue in best_effort)
                 metrics.admission_attempt("inadmissible", per_head)
         # Each decision is conditional on the version the round read: a workload changed
         # meanwhile keeps its own state and is looked at again next round.
@@ -305,6 +325,8 @@ def run_cycles(
     first_cycle: int,
     bulk_park: frozenset[str] | set[str] = frozenset(),
     cluster_id: int,
+    policy: CyclePolicy | None = None,
+    max_cycles: int | None = None,
 ) -> Rounds:
     """Run Kueue scheduling cycles over ``rows`` (``select_heads``) until one would need
     the database again.
@@ -340,7 +362,8 @@ def run_cycles(
     moves: list[BulkMove] = []
     targets: tuple[PreemptionTarget, ...] = ()
     cycle, cycles, heads_seen = first_cycle, 0, 0
-    policy, epoch_now = cycle_policy(), snapshots.epoch(now)
+    policy, epoch_now = policy or cycle_policy(), snapshots.epoch(now)
+    max_cycles = MAX_CYCLES_PER_ROUND if max_cycles is None else max_cycles
     deadline = time.perf_counter() + MAX_ROUND_SECONDS
     # Cohort trees (by root) whose round is over. Trees share no quota, so one tree's
     # preemption or exhausted candidates does not stop the others.
@@ -349,7 +372,7 @@ def run_cycles(
     frozen: set[str] = set()
     settled = True
     while True:
-        if cycles >= MAX_CYCLES_PER_ROUND or (cycles and time.perf_counter() > deadline):
+        if cycles >= max_cycles or (cycles and time.perf_counter() > deadline):
             settled = False
             break
         # A queue that used every candidate loaded for it may have more in the database.
@@ -482,14 +505,10 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
     among its local queues' first candidates, those are ranked by their sort keys, and
     only the ``per_queue`` first of each cluster queue are loaded.
     """
-    def order(key: Sequence[Any]) -> tuple[Any, ...]:
-        queue, _, _, preempting, priority, queued_at, created_at, uid, _ = key
-        return (queue, not preempting, -priority, queued_at or created_at, str(uid))
-
     taken: dict[int, int] = {}
     chosen: dict[int, tuple[Any, int]] = {}  # id: (uid, resource_version)
     queue_of: dict[int, int] = {}
-    for key in sorted(_head_keys(cluster_id, now=now, per_queue=per_queue), key=order):
+    for key in sorted(_head_keys(cluster_id, now=now, per_queue=per_queue), key=_key_order):
         if taken.get(key[0], 0) < per_queue:
             taken[key[0]] = taken.get(key[0], 0) + 1
             chosen[key[2]] = (key[7], key[8])
@@ -508,8 +527,7 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
                  local_queue__cluster_queue__name=names[queue_of[row["id"]]])
             for row in snapshots.heads_cache.rows(cluster_id, chosen, load)
             if queue_of[row["id"]] in names]
-    rows.sort(key=lambda r: (r["local_queue__cluster_queue_id"], not r["preempting"],
-                             -r["priority"], r["queued_at"] or r["created_at"], str(r["uid"])))
+    rows.sort(key=lambda r: (r["local_queue__cluster_queue_id"], row_order_key(r)))
     return rows
 
 
@@ -539,7 +557,7 @@ def _head_keys(cluster_id: int, *, now: datetime, per_queue: int) -> list[tuple[
         f"SELECT s.id FROM (SELECT r.id, r.preempting, r.priority, r.pod_sets_hash "
         f"FROM {sql.workloads} r {order_index} "
         f"WHERE r.local_queue_id = lq.id AND {sql.candidate('r')} "
-        "ORDER BY r.preempting DESC, r.priority DESC, r.queued_at ASC, r.uid ASC "
+        f"ORDER BY {queue_order_sql('r')} "
         f"LIMIT %s) s WHERE s.preempting OR NOT {sql.parked('s', 'lq.cluster_queue_id')} "
         "LIMIT %s"
     )
@@ -566,6 +584,12 @@ def _head_keys(cluster_id: int, *, now: datetime, per_queue: int) -> list[tuple[
     # Their sticky preemptors come first in queue order, so the rows read hold them.
     return ([key for key in keys if key[1] not in by_shape or key[3]]
             + _shape_keys(sorted(by_shape), sql))
+
+
+# The columns of a key of ``_head_keys`` (``_HeadSql.columns``, after the two queue ids).
+_key_order = tuple_order_key(("cluster_queue_id", "local_queue_id", "id", "preempting",
+                              "priority", "queued_at", "created_at", "uid", "resource_version"),
+                             group="cluster_queue_id")
 
 
 class _HeadSql:
@@ -666,7 +690,7 @@ def _shape_keys(local_queues: Sequence[int], sql: _HeadSql) -> list[tuple[Any, .
                 "AND " + pending.format(w="c") + " AND c.priority = s.priority "
                 "AND c.pod_sets_hash = s.pod_sets_hash "
                 "AND (c.requeue_at IS NULL OR c.requeue_at <= %s) "
-                "ORDER BY c.queued_at, c.uid LIMIT %s")
+                f"ORDER BY {queue_order_sql('c', after='priority')} LIMIT %s")
     in_shape_params = [*pending_params, sql.candidate_params[3], sql.per_queue]
     unparked = f"NOT {sql.parked('s', 's.cq_id')}"
     if connection.vendor == "postgresql":
@@ -837,6 +861,7 @@ def _record_pending(
     events: list[dict[str, Any]],
     writes: list[bulk.VersionedChange],
     with_shape: bool = False,
+    sticky: bool,
 ) -> None:
     """QuotaReserved=False with the reason an operator reads, and the queue position.
 
@@ -861,11 +886,12 @@ def _record_pending(
         state["lastAssignment"] = head.last_assignment.to_dict()
     else:
         state.pop("lastAssignment", None)
-    # The sticky preemptor: it issued preemptions (or waits for earlier ones) and keeps
-    # its queue's head until admitted.
-    preempting = bool(head.preemption_targets) or (
-        head.requeue_reason is RequeueReason.PENDING_PREEMPTION
-    )
+    # The sticky preemptor of a ``sticky`` (BestEffortFIFO) queue: it issued preemptions
+    # (or waits for earlier ones) and keeps its queue's head until admitted. A StrictFIFO
+    # queue has none: its head keeps its place by the queue order alone, so a workload
+    # that comes ahead of it in that order takes the head.
+    preempting = sticky and (bool(head.preemption_targets) or (
+        head.requeue_reason is RequeueReason.PENDING_PREEMPTION))
     message_changed = not _same_conditions(conditions, row["conditions"])
     unchanged = (
         not message_changed

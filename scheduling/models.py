@@ -29,6 +29,7 @@ from scheduling.choices import (
     WithinClusterQueue,
     WorkloadPhase,
 )
+from scheduling.queue_order import QUEUE_ORDER_EXPRESSIONS
 from scheduling.validators import (
     validate_dns1123_label,
     validate_dns1123_subdomain,
@@ -396,8 +397,8 @@ class Workload(NamespacedObject):
             # Heads of each cluster queue: active pending workloads by priority, then time.
             # Kueue's heap order, so a queue's first rows are read without a sort.
             models.Index(
-                F("local_queue"), F("phase"), F("queue_state"), F("preempting").desc(),
-                F("priority").desc(), F("queued_at"), F("uid"), name="workload_queue_order",
+                F("local_queue"), F("phase"), F("queue_state"), *QUEUE_ORDER_EXPRESSIONS,
+                name="workload_queue_order",
             ),
             # Heads of a local queue with a long parked shape ahead of its candidates
             # (``admission._shape_keys``): its distinct shapes (priority, pod sets), a

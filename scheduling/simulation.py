@@ -1,24 +1,35 @@
-"""Run the conformance scenarios through the engine (the ``simulate`` command's logic).
+"""Run the conformance scenarios (the ``simulate`` command's logic).
 
 A scenario (``shared/conformance/README.md``) is loaded into engine specs with errors
-that name the file and the field, then run in an isolated in-memory state: a
-``Snapshot`` built from the admitted workloads and a ``QueueManager`` holding the
-pending ones. One cycle, or cycles until nothing changes, where victims of preemption
-release their quota between cycles and are requeued as Kueue would. Nothing here
-touches Django models or the database.
+that name the file and the field. ``run_scenario`` runs it through the production
+admission path: the scenario becomes the rows of a throw-away domain, the reconciler's
+cycle (``admission.run_admission_cycle``) runs once or until nothing changes, and the
+outcome is read back from the rows; the transaction is rolled back, so nothing stays.
+
+``run_scenario_in_engine`` runs the same scenario through the pure engine alone (a
+``Snapshot`` and a ``QueueManager``, no database): the reference the differential test
+holds the production path to.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
+from django.conf import settings
+from django.db import transaction
 
+from multicluster.models import Cluster
+from scheduling import admission, snapshots
+from scheduling import conditions as cond
+from scheduling.choices import WorkloadPhase
 from scheduling.core import (
     Admission,
     BorrowWithinCohort,
@@ -54,8 +65,18 @@ from scheduling.core import (
     quantity_to_int,
     run_cycle,
 )
-from scheduling.core.ordering import EVICTED_BY_PREEMPTION
+from scheduling.core.ordering import EVICTED_BY_PREEMPTION, queue_order_timestamp
+from scheduling.core.quantities import int_to_quantity
 from scheduling.core.resources import PODS
+from scheduling.models import (
+    ClusterQueue,
+    Cohort,
+    FlavorQuota,
+    LocalQueue,
+    ParkedShape,
+    ResourceFlavor,
+)
+from scheduling.models import Workload as WorkloadRow
 
 __all__ = [
     "LocalQueueSpec",
@@ -267,6 +288,7 @@ def load_scenario(data: Any, *, source: str = "<scenario>") -> Scenario:
         _local_queue(r, q, f"localQueues[{i}]")
         for i, q in enumerate(r.seq(doc.get("localQueues"), "localQueues"))
     )
+    _unique(r, [f"{q.namespace}/{q.name}" for q in lqs], "localQueues")
     policy = _config(r, doc.get("config"))
     admitted = tuple(
         _workload(r, w, f"admitted[{i}]", admitted=True)
@@ -277,6 +299,12 @@ def load_scenario(data: Any, *, source: str = "<scenario>") -> Scenario:
         for i, w in enumerate(r.seq(doc.get("pending"), "pending"))
     )
     _unique(r, [w.key for w in admitted + pending], "admitted/pending")
+    queue_names = {cq.name for cq in cqs}
+    for i, wl in enumerate(admitted):
+        assert wl.admission is not None
+        if wl.admission.cluster_queue not in queue_names:
+            raise r.fail(f"admitted[{i}].admission.clusterQueue",
+                         f"{wl.admission.cluster_queue!r} is not in clusterQueues")
 
     namespaces: dict[str, dict[str, str]] = {}
     for wl in admitted + pending:
@@ -684,12 +712,16 @@ def _admission_json(admission: Admission) -> dict[str, Any]:
     }
 
 
-def run_scenario(
+def run_scenario_in_engine(
     scenario: Scenario, *, on_cycle: Callable[[CycleResult], None] | None = None
 ) -> dict[str, Any]:
-    """Run a scenario and return its outcome in the ``--json`` shape (without ``name``).
+    """Run a scenario through the pure engine alone (``QueueManager`` and ``run_cycle``) and
+    return its outcome in the ``--json`` shape (without ``name``).
 
-    ``on_cycle`` receives every cycle's full result (decisions with their messages).
+    The reference the production path is compared with (``tests/scheduling/
+    test_queue_differential.py``) and what the engine's own case tests run, without a
+    database. ``on_cycle`` receives every cycle's full result (decisions with their
+    messages).
     """
     state = Snapshot.build(
         flavors=scenario.flavors,
@@ -755,8 +787,11 @@ def run_scenario(
         seen.add(fingerprint)
         now += 1.0
 
+    # The outcome partitions the pending list: an admitted workload preempted and admitted
+    # again is not one of its admissions.
+    queued = {w.key for w in scenario.pending}
     return {
-        "admitted": {k: _admission_json(admitted[k]) for k in sorted(admitted)},
+        "admitted": {k: _admission_json(admitted[k]) for k in sorted(admitted) if k in queued},
         "preempted": sorted(preempted),
         "pending": sorted(w.key for w in scenario.pending if w.key not in admitted),
     }
@@ -801,3 +836,267 @@ def check_outcome(outcome: Mapping[str, Any], expect: Mapping[str, Any]) -> list
         if extra:
             diff.append(f"{field_name}: unexpected {extra}")
     return diff
+
+
+# --- running through the production path ----------------------------------------------
+
+# The moment a scenario's ``created: 0`` stands for; its other times are seconds from it.
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _at(seconds: float) -> datetime:
+    return _EPOCH + timedelta(seconds=seconds)
+
+
+def run_scenario(scenario: Scenario) -> dict[str, Any]:
+    """Run a scenario through the production admission path and return its outcome in the
+    ``--json`` shape (without ``name``).
+
+    The scenario becomes real rows of a domain of its own (a ``Cluster``): flavors,
+    cohorts, cluster queues with their quotas, local queues, the pending workloads as the
+    API leaves them and the admitted ones with their admission. Then the reconciler's own
+    cycle runs (``admission.run_admission_cycle``: head selection, the engine, the
+    conditional writes; at its start the release of evicted victims and the requeue of
+    parked workloads), once, or until the rows stop changing. The scenario's namespace
+    labels are handed to the cycle: kueueweb keeps no Namespace objects. The outcome is
+    read back from the rows. Everything happens in one transaction that is rolled back:
+    no row stays, and the work the cycle asks for after commit (Celery messages, browser
+    notifications, metrics) is dropped with it.
+    """
+    with transaction.atomic():
+        cluster = Cluster.objects.create(name=f"simulate-{uuid.uuid4().hex[:16]}")
+        try:
+            return _run_in_domain(scenario, cluster)
+        finally:
+            transaction.set_rollback(True)
+            snapshots.forget_domain(cluster.pk)
+
+
+def _run_in_domain(scenario: Scenario, cluster: Cluster) -> dict[str, Any]:
+    cluster_queues = _create_specs(scenario, cluster)
+    by_key = _create_workloads(scenario, cluster, cluster_queues)
+    period = float(settings.KUEUEWEB["REQUEUE_BATCH_PERIOD_SECONDS"])
+    now = _at(0)
+    preempted: set[str] = set()
+    last: tuple[Any, ...] | None = None
+    for _ in range(MAX_CYCLES):
+        outcome = admission.run_admission_cycle(
+            cluster.pk, now=now, policy=scenario.policy,
+            max_cycles=None if scenario.until_stable else 1, namespaces=scenario.namespaces)
+        preempted.update(outcome.preempted)
+        if not scenario.until_stable:
+            break
+        state = _domain_state(cluster)
+        if state == last:
+            break
+        last = state
+        # Past the requeue batch period: a release's requeue is due in the next call.
+        now += timedelta(seconds=period + 1)
+
+    rows = WorkloadRow.objects.filter(pk__in=[by_key[w.key] for w in scenario.pending],
+                                   phase__in=(WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED))
+    admitted = {f"{row.namespace}/{row.name}": _admission_outcome(row.admission or {})
+                for row in rows}
+    return {
+        "admitted": dict(sorted(admitted.items())),
+        "preempted": sorted(preempted),
+        "pending": sorted(w.key for w in scenario.pending if w.key not in admitted),
+    }
+
+
+def _domain_state(cluster: Cluster) -> tuple[Any, ...]:
+    """What a call of the cycle can change: every workload's version, the parked shapes
+    and the queues' requeue marks. Equal after a call: the next one decides the same."""
+    return (
+        tuple(WorkloadRow.objects.filter(cluster=cluster).order_by("pk")
+              .values_list("pk", "resource_version")),
+        tuple(ParkedShape.objects.filter(cluster_queue__cluster=cluster).order_by("pk")
+              .values_list("pk", flat=True)),
+        tuple(ClusterQueue.objects.filter(cluster=cluster).order_by("pk")
+              .values_list("pk", "requeue_due_at")),
+    )
+
+
+def _admission_outcome(admission: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "clusterQueue": admission.get("clusterQueue"),
+        "podSets": [
+            {"name": ps["name"], "flavors": dict(sorted(ps["flavors"].items())),
+             "count": ps["count"]}
+            for ps in admission.get("podSetAssignments", ())
+        ],
+    }
+
+
+def _quantity(resource: str, amount: int | None) -> str | None:
+    return None if amount is None else int_to_quantity(resource, amount)
+
+
+def _create_specs(scenario: Scenario, cluster: Cluster) -> dict[str, ClusterQueue]:
+    flavors = {
+        f.name: ResourceFlavor.objects.create(cluster=cluster, name=f.name,
+                                              node_labels=dict(f.node_labels))
+        for f in scenario.flavors
+    }
+    # Kueue accepts a queue that names a flavor that does not exist and keeps it inactive
+    # (FlavorNotFound); kueueweb's writes refuse one. Such a quota row points at a flavor of
+    # another throw-away domain, which this domain's specs do not read: the queue is then
+    # inactive as in Kueue.
+    groups = [g for c in scenario.cohorts for g in c.resource_groups]
+    groups += [g for cq in scenario.cluster_queues for g in cq.resource_groups]
+    named = {fq.name for group in groups for fq in group.flavors}
+    if named - set(flavors):
+        elsewhere = Cluster.objects.create(name=f"{cluster.name}-absent")
+        flavors.update({name: ResourceFlavor.objects.create(cluster=elsewhere, name=name)
+                        for name in sorted(named - set(flavors))})
+    cohorts = {c.name: Cohort.objects.create(cluster=cluster, name=c.name,
+                                             fair_sharing_weight=_weight(c.fair_weight))
+               for c in scenario.cohorts}
+    for spec in scenario.cohorts:
+        if spec.parent is not None:
+            if spec.parent not in cohorts:
+                cohorts[spec.parent] = Cohort.objects.create(cluster=cluster, name=spec.parent)
+            Cohort.objects.filter(pk=cohorts[spec.name].pk).update(parent=cohorts[spec.parent])
+    quotas: list[FlavorQuota] = []
+    for spec in scenario.cohorts:
+        quotas += _flavor_quotas(spec.resource_groups, flavors, cohort=cohorts[spec.name])
+    cluster_queues: dict[str, ClusterQueue] = {}
+    for cq in scenario.cluster_queues:
+        if cq.cohort is not None and cq.cohort not in cohorts:
+            cohorts[cq.cohort] = Cohort.objects.create(cluster=cluster, name=cq.cohort)
+        preemption, fungibility = cq.preemption, cq.flavor_fungibility
+        row = ClusterQueue.objects.create(
+            cluster=cluster, name=cq.name,
+            cohort=cohorts[cq.cohort] if cq.cohort is not None else None,
+            queueing_strategy=cq.queueing_strategy.value,
+            namespace_selector=_selector_json(cq.namespace_selector),
+            within_cluster_queue=preemption.within_cluster_queue.value,
+            reclaim_within_cohort=preemption.reclaim_within_cohort.value,
+            borrow_within_cohort_policy=preemption.borrow_within_cohort.policy.value,
+            borrow_within_cohort_max_priority_threshold=(
+                preemption.borrow_within_cohort.max_priority_threshold),
+            when_can_borrow=fungibility.when_can_borrow.value,
+            when_can_preempt=fungibility.when_can_preempt.value,
+            fungibility_preference=(fungibility.preference.value
+                                    if fungibility.preference is not None else ""),
+            stop_policy=cq.stop_policy.value,
+            fair_sharing_weight=_weight(cq.fair_weight),
+        )
+        cluster_queues[cq.name] = row
+        quotas += _flavor_quotas(cq.resource_groups, flavors, cluster_queue=row)
+    FlavorQuota.objects.bulk_create(quotas)
+    # A local queue of a cluster queue that does not exist is not created (it could not
+    # be): its workloads wait as the workloads of a missing local queue do.
+    for lq in scenario.local_queues:
+        if lq.cluster_queue in cluster_queues:
+            LocalQueue.objects.create(cluster=cluster, namespace=lq.namespace, name=lq.name,
+                                      cluster_queue=cluster_queues[lq.cluster_queue])
+    return cluster_queues
+
+
+def _flavor_quotas(groups: Sequence[ResourceGroup], flavors: Mapping[str, ResourceFlavor],
+                   **owner: Any) -> list[FlavorQuota]:
+    rows = []
+    for index, group in enumerate(groups):
+        position = 0
+        for flavor_quotas in group.flavors:
+            for resource in group.covered_resources:
+                quota = flavor_quotas.resources.get(resource)
+                if quota is None:
+                    continue
+                rows.append(FlavorQuota(
+                    **owner, resource_group=index, position=position,
+                    flavor=flavors[flavor_quotas.name], resource=resource,
+                    nominal_quota=int_to_quantity(resource, quota.nominal),
+                    borrowing_limit=_quantity(resource, quota.borrowing_limit),
+                    lending_limit=_quantity(resource, quota.lending_limit)))
+                position += 1
+    return rows
+
+
+def _weight(weight: float) -> str | None:
+    return None if weight == 1.0 else f"{weight:g}"
+
+
+def _selector_json(selector: LabelSelector | None) -> dict[str, Any] | None:
+    if selector is None:
+        return None
+    out: dict[str, Any] = {}
+    if selector.match_labels:
+        out["matchLabels"] = dict(selector.match_labels)
+    if selector.match_expressions:
+        out["matchExpressions"] = [
+            {"key": e.key, "operator": e.operator.value, "values": list(e.values)}
+            for e in selector.match_expressions
+        ]
+    return out
+
+
+def _pod_set_json(pod_set: PodSet) -> dict[str, Any]:
+    requests = {res: int_to_quantity(res, v) for res, v in pod_set.requests.items()}
+    out: dict[str, Any] = {
+        "name": pod_set.name, "count": pod_set.count,
+        "template": {"spec": {"containers": [
+            {"name": "main", "image": "busybox", "resources": {"requests": requests}}]}},
+    }
+    if pod_set.min_count is not None:
+        out["minCount"] = pod_set.min_count
+    return out
+
+
+def _create_workloads(scenario: Scenario, cluster: Cluster,
+                      cluster_queues: Mapping[str, ClusterQueue]) -> dict[str, int]:
+    """The scenario's workloads as rows: pending in their local queues (as the API leaves
+    a new workload), with the scenario's times and identities; the admitted ones hold their
+    admission, as a cycle's reservation leaves them.
+
+    Rows, not ``services.create_workloads``: the scenarios name resources as Kueue's tests
+    do (``gpu``), which the API rejects for a container."""
+    local_queues = {(lq.namespace, lq.name): lq
+                    for lq in LocalQueue.objects.filter(cluster=cluster)}
+    everything = scenario.admitted + scenario.pending
+    # Kueue breaks the last ties by UID; the engine by UID then key. UUIDs in that order,
+    # under a prefix of this run's own (the row caches key rows by id, uid and version).
+    prefix = uuid.uuid4().int >> 64 << 64
+    rank = {wl.key: i for i, wl in enumerate(sorted(everything, key=lambda w: (w.uid, w.key)))}
+    timestamp = scenario.policy.requeuing_timestamp
+    rows = []
+    for wl in everything:
+        fields: dict[str, Any] = {}
+        if wl.admission is not None:
+            fields = _admitted_fields(wl, cluster_queues[wl.admission.cluster_queue])
+        rows.append(WorkloadRow(
+            cluster=cluster, namespace=wl.namespace, name=wl.name,
+            queue_name=wl.queue_name or "",
+            local_queue=local_queues.get((wl.namespace, wl.queue_name or "")),
+            priority=wl.priority, active=wl.active,
+            pod_sets=[_pod_set_json(ps) for ps in wl.pod_sets],
+            uid=uuid.UUID(int=prefix | (rank[wl.key] + 1)),
+            queued_at=_at(queue_order_timestamp(wl, timestamp)),
+            **fields,
+        ))
+    created = WorkloadRow.objects.bulk_create(rows)
+    # ``created_at`` is set on insert (auto_now_add); the scenario's comes after.
+    for wl, row in zip(everything, created, strict=True):
+        WorkloadRow.objects.filter(pk=row.pk).update(created_at=_at(wl.creation_time))
+    return {wl.key: row.pk for wl, row in zip(everything, created, strict=True)}
+
+
+def _admitted_fields(wl: Workload, cluster_queue: ClusterQueue) -> dict[str, Any]:
+    assert wl.admission is not None
+    reserved_at = _at(wl.quota_reserved_time or 0.0)
+    conditions = cond.set_condition([], "QuotaReserved", True, "QuotaReserved",
+                                    f"Quota reserved in ClusterQueue {cluster_queue.name}",
+                                    now=reserved_at)
+    conditions = cond.set_condition(conditions, "Admitted", True, "Admitted",
+                                    "The workload is admitted", now=reserved_at)
+    if wl.evicted_reason is not None:
+        conditions = cond.set_condition(conditions, "Evicted", True, wl.evicted_reason,
+                                        "Evicted", now=_at(wl.evicted_time or 0.0))
+    return {
+        "phase": WorkloadPhase.ADMITTED,
+        "admission": admission.admission_to_json(wl.admission),
+        "cluster_queue": cluster_queue,
+        "conditions": conditions,
+        "quota_reserved_at": reserved_at,
+    }

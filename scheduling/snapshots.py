@@ -497,6 +497,11 @@ class RowCache(Generic[_Built]):
             for row in rows:
                 cached[self.key(row["id"], row["uid"], row["resource_version"])] = (row, [])
 
+    def forget(self, cluster_id: int) -> None:
+        """Drop every row kept of the domain."""
+        with self._lock:
+            self._domains.pop(cluster_id, None)
+
     def built(self, cluster_id: int, row: Mapping[str, Any]) -> _Built:
         """``build(row)``, made once per cached row (a row of the same id, uid and version,
         a copy for one, has the same values)."""
@@ -522,6 +527,13 @@ reserving_cache = RowCache(admitted_info)
 # that stay pending, are read again by the next one, or by a later one once their parked
 # shape is requeued. As many spares as a read may ask for (``admission._CANDIDATES``).
 heads_cache = RowCache(pending_workload, spare=4000)
+
+
+def forget_domain(cluster_id: int) -> None:
+    """Drop what this process keeps of a domain that is gone (a rolled-back simulation)."""
+    _SPECS_MEMO.pop(cluster_id, None)
+    reserving_cache.forget(cluster_id)
+    heads_cache.forget(cluster_id)
 
 
 def reserved_row(row: Mapping[str, Any], values: Mapping[str, Any],

@@ -2,8 +2,7 @@
 visibility API, ``pkg/visibility/storage``).
 
 The list of a cluster queue holds every pending workload queued in it — heads, queued and
-parked alike — sorted as its queue sorts them: the sticky preemptor, then priority, then
-the queue-order timestamp, then UID. Positions come from walking the queue's (id, local
+parked alike — sorted as its queue sorts them (``scheduling.queue_order``). Positions come from walking the queue's (id, local
 queue) pairs up to the page's end, without loading the rows before it.
 """
 
@@ -12,14 +11,14 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 
 from kueueweb.pagination import MAX_OFFSET
 from scheduling.choices import QueueState, StopPolicy, WorkloadPhase
 from scheduling.conditions import find, timestamp
 from scheduling.models import ClusterQueue, LocalQueue, ParkedShape, Workload
+from scheduling.queue_order import QUEUE_ORDER_EXPRESSIONS
 
-QUEUE_ORDER = [F("preempting").desc(), F("priority").desc(), F("queued_at").asc(), F("uid").asc()]
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000
 
@@ -33,7 +32,7 @@ def _queue_order(cluster_queue: ClusterQueue) -> QuerySet[Workload, tuple[int, i
             phase=WorkloadPhase.PENDING,
             active=True,
         )
-        .order_by(*QUEUE_ORDER)
+        .order_by(*QUEUE_ORDER_EXPRESSIONS)
         .values_list("id", "local_queue_id")
     )
 

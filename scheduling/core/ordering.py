@@ -19,6 +19,7 @@ __all__ = [
     "EVICTED_BY_ADMISSION_CHECK",
     "EVICTED_BY_PODS_READY_TIMEOUT",
     "EVICTED_BY_PREEMPTION",
+    "QUEUE_ORDER",
     "candidate_sort_key",
     "entry_sort_key",
     "queue_order_key",
@@ -48,6 +49,17 @@ def queue_order_timestamp(
         if workload.evicted_reason == EVICTED_BY_ADMISSION_CHECK:
             return workload.evicted_time
     return workload.creation_time
+
+
+# The queue order's criteria, most significant first, each with whether it sorts
+# descending: what ``queue_order_key`` computes, for the callers that sort rows in the
+# database (``scheduling.queue_order`` maps each criterion to its column).
+QUEUE_ORDER: tuple[tuple[str, bool], ...] = (
+    ("sticky_preemptor", True),
+    ("priority", True),
+    ("queue_order_timestamp", False),
+    ("uid", False),
+)
 
 
 def queue_order_key(

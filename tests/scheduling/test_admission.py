@@ -277,6 +277,26 @@ def test_preemption_evicts_then_releases_then_admits_the_preemptor(
     assert high.preempting is False
 
 
+def test_a_strict_fifo_preemptor_is_not_sticky(manager, make_queue, make_workload) -> None:
+    """Kueue keeps a sticky preemptor at the head of BestEffortFIFO queues only: in a
+    StrictFIFO queue a workload ahead of the preemptor in queue order takes the head."""
+    make_queue("cq", {"cpu": "2"}, within_cluster_queue="LowerPriority",
+               queueing_strategy="StrictFIFO")
+    make_workload("low", "lq-cq", {"cpu": "2"}, priority=0)
+    _cycle(manager.pk)
+    high = make_workload("high", "lq-cq", {"cpu": "2"}, priority=100)
+
+    assert _cycle(manager.pk, NOW + timedelta(seconds=1)).preempted == ["ns/low"]
+    assert _reload(high).preempting is False
+    higher = make_workload("higher", "lq-cq", {"cpu": "2"}, priority=200)
+
+    second = _cycle(manager.pk, NOW + timedelta(seconds=2))
+    assert second.released == 1
+    assert second.admitted == ["ns/higher"]
+    assert _reload(higher).phase == WorkloadPhase.ADMITTED
+    assert _reload(high).phase == WorkloadPhase.PENDING
+
+
 def test_orphans_are_found_by_the_local_queue_index(manager, make_queue, make_workload) -> None:
     from django.db import connection
 

@@ -1,8 +1,8 @@
 """``manage.py simulate PATH [PATH ...] [--json] [--check]``: run admission scenarios.
 
-The contract is ``shared/conformance/README.md``. Each scenario runs in an isolated
-in-memory state through the same engine the application uses; nothing is written to
-the database. The work is done by ``scheduling.simulation``; this command only parses
+The contract is ``shared/conformance/README.md``. Each scenario runs through the
+production admission path in a domain of its own, inside a transaction that is rolled
+back: nothing stays in the database. The work is done by ``scheduling.simulation``; this command only parses
 arguments and prints.
 """
 
@@ -24,7 +24,7 @@ from scheduling.simulation import (
 
 
 class Command(BaseCommand):
-    help = "Run Kueue admission scenarios (files or folders of *.yaml) through the engine."
+    help = "Run Kueue admission scenarios (files or folders of *.yaml) through the admission cycle."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("paths", nargs="+", metavar="PATH", help="scenario file or folder")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from scheduling.simulation import check_outcome, load_scenario, run_scenario
+from scheduling.simulation import check_outcome, load_scenario, run_scenario_in_engine
 from tests.builders import (
     doc_admission,
     doc_cluster_queue,
@@ -937,4 +937,4 @@ MULTI_CYCLE: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
 )
 def test_kueue_case(doc: dict[str, Any], want: dict[str, Any]) -> None:
     scenario = load_scenario(doc, source="kueue-case")
-    assert check_outcome(run_scenario(scenario), want) == []
+    assert check_outcome(run_scenario_in_engine(scenario), want) == []
