@@ -37,6 +37,7 @@ from scheduling import admission, bulk, metrics
 from scheduling import conditions as cond
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core import lifecycle as core
+from scheduling.jobframework.interface import JobReport
 from scheduling.models import ClusterQueue, Event, LocalQueue, Workload, name_order
 from scheduling.snapshots import epoch as _epoch
 
@@ -420,25 +421,6 @@ def _requeue_pending(cluster_id: int, *, now: datetime, events: list[Event],
 # =========================================================================================
 
 
-@dataclass(frozen=True)
-class JobReport:
-    """What the cluster says about a started job (batch/v1 JobStatus, reduced)."""
-
-    parallelism: int
-    completions: int | None
-    active: int
-    ready: int
-    succeeded: int
-    failed: int
-    # ("Succeeded" | "Failed", message) once the job has finished.
-    finished: tuple[str, str] | None = None
-
-    @property
-    def all_ready(self) -> bool:
-        """Kueue's batch Job PodsReady: ready + succeeded reach min(parallelism, completions)."""
-        needed = self.parallelism if self.completions is None else min(
-            self.parallelism, self.completions)
-        return self.ready + self.succeeded >= needed
 
 
 def sync_job_status(wl: Workload, report: JobReport, *, now: datetime,

@@ -26,7 +26,8 @@ from django.views.decorators.http import require_GET, require_POST
 from kueueweb.roles import can_operate_in
 from multicluster.choices import PodPhase
 from multicluster.models import Pod
-from scheduling import elastic, jobs, services
+from scheduling import elastic, jobframework, services
+from scheduling.jobs import job as batch_job
 from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
 from scheduling.web.forms import field_errors
@@ -65,8 +66,8 @@ def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
             "parallelism": spec.get("parallelism", 1),
             "completions": spec.get("completions"),
             "elastic": slices.is_elastic_job(job),
-            "min_parallelism": slices.job_annotations(job).get(jobs.JOB_MIN_PARALLELISM_ANNOTATION),
-            "queue": labels.get(jobs.QUEUE_NAME_LABEL, ""),
+            "min_parallelism": slices.job_annotations(job).get(batch_job.JOB_MIN_PARALLELISM_ANNOTATION),
+            "queue": labels.get(jobframework.QUEUE_NAME_LABEL, ""),
             "suspend": job.suspend,
         },
         "job_status": {
