@@ -210,6 +210,8 @@ def restore_template(
             metadata[key] = copy.deepcopy(original_meta[key])
         else:
             metadata.pop(key, None)
+    if not metadata and "metadata" not in original:
+        del result["metadata"]
     original_spec = original.get("spec") or {}
     pod_spec = result.setdefault("spec", {})
     for key in ("nodeSelector", "tolerations", "schedulingGates"):

@@ -521,3 +521,38 @@ def test_manifest_is_stored_as_submitted(manager: Cluster) -> None:
         **submitted["metadata"], "namespace": "team-a", "uid": str(job.uid),
         "generation": 1}}
 
+
+
+# --- The integration's run, stop and status ---------------------------------------------------
+
+
+def test_run_sets_parallelism_and_placement_and_stop_restores_the_template() -> None:
+    integration = batch_job.BatchJob()
+    manifest = make_job()
+    manifest["spec"]["suspend"] = True
+    [pod_set] = integration.pod_sets(manifest, partial_admission=True)
+    info = jobframework.PodSetInfo("main", 1, {"instance-type": "spot"}, [],
+                                   {"kueue.x-k8s.io/podset": "main"})
+
+    running = integration.run_with_pod_sets_info(manifest, [info])
+    stopped = integration.restore_pod_sets_info(integration.suspend(running), [pod_set])
+
+    assert not integration.is_suspended(running)
+    assert running["spec"]["parallelism"] == 1
+    assert running["spec"]["template"]["spec"]["nodeSelector"] == {"instance-type": "spot"}
+    assert integration.is_suspended(stopped)
+    assert stopped["spec"]["template"] == manifest["spec"]["template"]
+    assert manifest["spec"]["suspend"] is True  # the stored manifest is not changed in place
+
+
+@pytest.mark.parametrize(("conditions", "want"), [
+    ([], None),
+    ([{"type": "Complete", "status": "True"}], ("Succeeded", "Job finished successfully")),
+    ([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}],
+     ("Failed", "BackoffLimitExceeded")),
+    ([{"type": "Complete", "status": "False"}], None),
+], ids=["running", "complete", "failed", "not yet"])
+def test_finished_reads_the_terminal_condition(
+    conditions: list[dict[str, str]], want: tuple[str, str] | None,
+) -> None:
+    assert batch_job.BatchJob().finished({"conditions": conditions}) == want
