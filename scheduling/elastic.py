@@ -374,7 +374,7 @@ def _create_slice(job: Job, old: Workload, count: int, *, now: datetime) -> Work
 
 def _event(job: Job, wl: Workload, reason: str, message: str, *, now: datetime) -> None:
     wl.job = job
-    lifecycle.workload_event(wl, reason, message, now=now, kind="Job").save()
+    lifecycle.workload_event(wl, reason, message, now=now, kind=job.kind).save()
 
 
 def _after_scale(job: Job) -> None:

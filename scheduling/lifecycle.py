@@ -105,7 +105,8 @@ def workload_event(
     wl: Workload, reason: str, message: str, *, now: datetime, type_: str = EventType.NORMAL,
     kind: str = "Workload",
 ) -> Event:
-    """An Event in the workload's history (``kind="Job"`` for what happens to its job)."""
+    """An Event in the workload's history (``kind`` = the job's kind, e.g. ``"Job"``, for
+    what happens to its job)."""
     return Event(**workload_event_row(wl, reason, message, now=now, type_=type_, kind=kind))
 
 
@@ -116,7 +117,7 @@ def workload_event_row(
     """``workload_event`` as a row for ``bulk.insert_rows``, for paths that write hundreds."""
     return {"cluster_id": domain_of(wl), "workload_id": wl.pk, "object_kind": kind,
             "object_namespace": wl.namespace,
-            "object_name": wl.job.name if kind == "Job" and wl.job is not None else wl.name,
+            "object_name": wl.job.name if kind != "Workload" and wl.job is not None else wl.name,
             "type": type_, "reason": reason, "message": message, "created_at": now}
 
 

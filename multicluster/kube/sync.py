@@ -404,7 +404,7 @@ class _Pass:
         if cache.add(key, 1, timeout=300):
             self.events.append(lifecycle.workload_event(
                 wl, reason, message, now=self.now, type_=EventType.WARNING,
-                kind=wl.job.kind if wl.job is not None else "Job"))
+                kind=wl.job.kind if wl.job is not None else "Workload"))
         logger.warning("cluster %s: %s", self.cluster.name, message)
 
     def _start(self, job: Job, wl: Workload) -> None:

@@ -110,7 +110,7 @@ def _region_events(job: Job, request: HttpRequest) -> dict[str, Any]:
     workload_ids = list(Workload.objects.filter(job=job).values_list("id", flat=True))
     events = Event.objects.filter(
         Q(workload_id__in=workload_ids)
-        | Q(cluster_id=job.cluster_id, object_kind="Job", object_namespace=job.namespace,
+        | Q(cluster_id=job.cluster_id, object_kind=job.kind, object_namespace=job.namespace,
             object_name=job.name)
     ).order_by("-created_at", "-id")
     page = Paginator(events, EVENTS_PAGE_SIZE).get_page(request.GET.get("events_page"))
