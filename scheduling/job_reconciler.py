@@ -11,6 +11,9 @@ with a job from its current workload (``should_run``, ``placed_on_worker``), ask
 * ``mark_started``: the job unsuspended, its ``Started`` event;
 * ``mark_suspended`` then ``release_stopped``: the job suspended, and once its pods are gone
   the quota given back with a ``Stopped`` event (Kueue releases quota only then).
+
+It reads and writes the database, so it sits beside the models rather than in the pure
+``scheduling.jobframework``.
 """
 
 from __future__ import annotations

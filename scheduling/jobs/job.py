@@ -197,158 +197,6 @@ def _completions_follow_parallelism(manifest: Mapping[str, Any]) -> bool:
     return _annotations(manifest).get(JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) == "true"
 
 
-class BatchJob(GenericJob):
-    framework_name = "batch/job"
-    api_version = "batch/v1"
-    kind = "Job"
-    plural = "jobs"
-    elastic = True
-    max_name_length = MAX_NAME_LENGTH
-
-    def validate_on_create(
-        self, manifest: Mapping[str, Any], *, namespace: str, slices_enabled: bool
-    ) -> list[FieldError]:
-        return validate_job_manifest(manifest, namespace=namespace, slices_enabled=slices_enabled)
-
-    def pod_sets(
-        self, manifest: Mapping[str, Any], *, partial_admission: bool
-    ) -> list[dict[str, Any]]:
-        """One pod set ``main`` with count min(parallelism, completions) and the job's
-        template (less the Job controller's labels); minCount from the min-parallelism
-        annotation."""
-        spec = manifest["spec"]
-        template = copy.deepcopy(spec["template"])
-        template_labels = (template.get("metadata") or {}).get("labels")
-        if template_labels:
-            for key in _WORKLOAD_TEMPLATE_DROPPED_LABELS:
-                template_labels.pop(key, None)
-        pod_set: dict[str, Any] = {
-            "name": DEFAULT_POD_SET_NAME,
-            "count": pods_count(spec),
-            "template": template,
-        }
-        annotations = _annotations(manifest)
-        if partial_admission and JOB_MIN_PARALLELISM_ANNOTATION in annotations:
-            pod_set["minCount"] = int(annotations[JOB_MIN_PARALLELISM_ANNOTATION])
-        return [pod_set]
-
-    def pod_templates(self, manifest: Mapping[str, Any]) -> list[tuple[Any, str]]:
-        return [(manifest["spec"]["template"], "spec.template")]
-
-    def run_with_pod_sets_info(
-        self, manifest: Mapping[str, Any], infos: Sequence[PodSetInfo]
-    ) -> dict[str, Any]:
-        """Unsuspended, ``parallelism`` = the admitted count (and ``completions`` when it
-        follows parallelism), the one pod set's info merged into the template."""
-        result = copy.deepcopy(dict(manifest))
-        spec = result.setdefault("spec", {})
-        spec["suspend"] = False
-        if infos:
-            info = infos[0]
-            spec["parallelism"] = int(info.count)
-            if _completions_follow_parallelism(manifest):
-                spec["completions"] = int(info.count)
-            spec["template"] = merge_into_template(spec.get("template") or {}, info)
-        return result
-
-    def restore_pod_sets_info(
-        self, manifest: Mapping[str, Any], pod_sets: Sequence[Mapping[str, Any]]
-    ) -> dict[str, Any]:
-        result = copy.deepcopy(dict(manifest))
-        if len(pod_sets) != 1:
-            return result  # not this job's pod sets: Kueue skips the restore
-        spec = result.setdefault("spec", {})
-        spec["template"] = restore_template(spec.get("template") or {},
-                                            pod_sets[0].get("template") or {})
-        return result
-
-    def scale(self, manifest: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
-        result = copy.deepcopy(dict(manifest))
-        result.setdefault("spec", {})["parallelism"] = int(counts[DEFAULT_POD_SET_NAME])
-        return result
-
-    def finished(self, status: Mapping[str, Any] | None) -> tuple[str, str] | None:
-        for condition in (status or {}).get("conditions") or ():
-            if condition.get("status") != "True":
-                continue
-            if condition.get("type") == "Complete":
-                return "Succeeded", "Job finished successfully"
-            if condition.get("type") == "Failed":
-                message = condition.get("message") or condition.get("reason") or "Job failed"
-                return "Failed", str(message)
-        return None
-
-    def report(
-        self, manifest: Mapping[str, Any], status: Mapping[str, Any], *, wanted: int,
-        ready_pods: int,
-    ) -> JobReport:
-        completions = (manifest.get("spec") or {}).get("completions")
-        if _completions_follow_parallelism(manifest):
-            completions = wanted
-        ready = int(status["ready"]) if "ready" in status else ready_pods
-        return JobReport(
-            parallelism=wanted, completions=None if completions is None else int(completions),
-            active=int(status.get("active", 0)), ready=ready,
-            succeeded=int(status.get("succeeded", 0)), failed=int(status.get("failed", 0)),
-            finished=self.finished(status),
-        )
-
-    def multikueue_copy(
-        self, manifest: Mapping[str, Any], *, labels: Mapping[str, str]
-    ) -> dict[str, Any]:
-        copied = super().multikueue_copy(manifest, labels=labels)
-        # The worker's server generates the selector for the new job's uid.
-        copied["spec"].pop("selector", None)
-        return copied
-
-    def remote_copy(
-        self,
-        manifest: Mapping[str, Any],
-        *,
-        namespace: str,
-        labels: Mapping[str, str],
-        pod_labels: Mapping[str, str],
-        infos: Sequence[PodSetInfo],
-        gang_workload: str | None = None,
-    ) -> dict[str, Any]:
-        """The batch/v1 Job to create on a cluster for an admitted workload."""
-        metadata = manifest.get("metadata") or {}
-        running = self.run_with_pod_sets_info(
-            {"spec": copy.deepcopy(dict(manifest.get("spec") or {})),
-             "metadata": {"annotations": dict(metadata.get("annotations") or {})}}, infos)
-        spec: dict[str, Any] = running["spec"]
-        object_labels = _without_controller_labels(metadata.get("labels"))
-        object_labels.update(labels)
-        # The server generates the selector; a copied one would not match the new job's uid.
-        for key in ("selector", "manualSelector", "managedBy"):
-            spec.pop(key, None)
-        template = spec.setdefault("template", {})
-        template_meta = template.setdefault("metadata", {})
-        template_labels = _without_controller_labels(template_meta.get("labels"))
-        template_labels.update(pod_labels)
-        template_meta["labels"] = template_labels
-        pod_spec = template.setdefault("spec", {})
-        # kueueweb sets the parallelism of an elastic job itself: no pod waits for an ungater.
-        gates = [g for g in pod_spec.get("schedulingGates") or ()
-                 if not (isinstance(g, Mapping) and g.get("name") == ELASTIC_JOB_SCHEDULING_GATE)]
-        if gates:
-            pod_spec["schedulingGates"] = gates
-        else:
-            pod_spec.pop("schedulingGates", None)
-        if gang_workload:
-            pod_spec["workloadRef"] = {"name": gang_workload,
-                                       "podGroup": infos[0].name if infos
-                                       else DEFAULT_POD_SET_NAME}
-        return {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "metadata": {"name": str(metadata.get("name", "")), "namespace": namespace,
-                         "labels": object_labels,
-                         "annotations": dict(metadata.get("annotations") or {})},
-            "spec": spec,
-        }
-
-
 # =========================================================================================
 # The simulated Job controller
 # =========================================================================================
@@ -523,4 +371,159 @@ class JobController(SimulatedController):
         return rest
 
 
-BatchJob.simulated = JobController()
+# =========================================================================================
+# The integration
+# =========================================================================================
+
+
+class BatchJob(GenericJob):
+    framework_name = "batch/job"
+    api_version = "batch/v1"
+    kind = "Job"
+    plural = "jobs"
+    elastic = True
+    max_name_length = MAX_NAME_LENGTH
+    simulated = JobController()
+
+    def validate_on_create(
+        self, manifest: Mapping[str, Any], *, namespace: str, slices_enabled: bool
+    ) -> list[FieldError]:
+        return validate_job_manifest(manifest, namespace=namespace, slices_enabled=slices_enabled)
+
+    def pod_sets(
+        self, manifest: Mapping[str, Any], *, partial_admission: bool
+    ) -> list[dict[str, Any]]:
+        """One pod set ``main`` with count min(parallelism, completions) and the job's
+        template (less the Job controller's labels); minCount from the min-parallelism
+        annotation."""
+        spec = manifest["spec"]
+        template = copy.deepcopy(spec["template"])
+        template_labels = (template.get("metadata") or {}).get("labels")
+        if template_labels:
+            for key in _WORKLOAD_TEMPLATE_DROPPED_LABELS:
+                template_labels.pop(key, None)
+        pod_set: dict[str, Any] = {
+            "name": DEFAULT_POD_SET_NAME,
+            "count": pods_count(spec),
+            "template": template,
+        }
+        annotations = _annotations(manifest)
+        if partial_admission and JOB_MIN_PARALLELISM_ANNOTATION in annotations:
+            pod_set["minCount"] = int(annotations[JOB_MIN_PARALLELISM_ANNOTATION])
+        return [pod_set]
+
+    def pod_templates(self, manifest: Mapping[str, Any]) -> list[tuple[Any, str]]:
+        return [(manifest["spec"]["template"], "spec.template")]
+
+    def run_with_pod_sets_info(
+        self, manifest: Mapping[str, Any], infos: Sequence[PodSetInfo]
+    ) -> dict[str, Any]:
+        """Unsuspended, ``parallelism`` = the admitted count (and ``completions`` when it
+        follows parallelism), the one pod set's info merged into the template."""
+        result = copy.deepcopy(dict(manifest))
+        spec = result.setdefault("spec", {})
+        spec["suspend"] = False
+        if infos:
+            info = infos[0]
+            spec["parallelism"] = int(info.count)
+            if _completions_follow_parallelism(manifest):
+                spec["completions"] = int(info.count)
+            spec["template"] = merge_into_template(spec.get("template") or {}, info)
+        return result
+
+    def restore_pod_sets_info(
+        self, manifest: Mapping[str, Any], pod_sets: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        result = copy.deepcopy(dict(manifest))
+        if len(pod_sets) != 1:
+            return result  # not this job's pod sets: Kueue skips the restore
+        spec = result.setdefault("spec", {})
+        spec["template"] = restore_template(spec.get("template") or {},
+                                            pod_sets[0].get("template") or {})
+        return result
+
+    def scale(self, manifest: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
+        result = copy.deepcopy(dict(manifest))
+        result.setdefault("spec", {})["parallelism"] = int(counts[DEFAULT_POD_SET_NAME])
+        return result
+
+    def finished(self, status: Mapping[str, Any] | None) -> tuple[str, str] | None:
+        for condition in (status or {}).get("conditions") or ():
+            if condition.get("status") != "True":
+                continue
+            if condition.get("type") == "Complete":
+                return "Succeeded", "Job finished successfully"
+            if condition.get("type") == "Failed":
+                message = condition.get("message") or condition.get("reason") or "Job failed"
+                return "Failed", str(message)
+        return None
+
+    def report(
+        self, manifest: Mapping[str, Any], status: Mapping[str, Any], *, wanted: int,
+        ready_pods: int,
+    ) -> JobReport:
+        completions = (manifest.get("spec") or {}).get("completions")
+        if _completions_follow_parallelism(manifest):
+            completions = wanted
+        ready = int(status["ready"]) if "ready" in status else ready_pods
+        return JobReport(
+            parallelism=wanted, completions=None if completions is None else int(completions),
+            active=int(status.get("active", 0)), ready=ready,
+            succeeded=int(status.get("succeeded", 0)), failed=int(status.get("failed", 0)),
+            finished=self.finished(status),
+        )
+
+    def multikueue_copy(
+        self, manifest: Mapping[str, Any], *, labels: Mapping[str, str]
+    ) -> dict[str, Any]:
+        copied = super().multikueue_copy(manifest, labels=labels)
+        # The worker's server generates the selector for the new job's uid.
+        copied["spec"].pop("selector", None)
+        return copied
+
+    def remote_copy(
+        self,
+        manifest: Mapping[str, Any],
+        *,
+        namespace: str,
+        labels: Mapping[str, str],
+        pod_labels: Mapping[str, str],
+        infos: Sequence[PodSetInfo],
+        gang_workload: str | None = None,
+    ) -> dict[str, Any]:
+        """The batch/v1 Job to create on a cluster for an admitted workload."""
+        metadata = manifest.get("metadata") or {}
+        running = self.run_with_pod_sets_info(
+            {"spec": copy.deepcopy(dict(manifest.get("spec") or {})),
+             "metadata": {"annotations": dict(metadata.get("annotations") or {})}}, infos)
+        spec: dict[str, Any] = running["spec"]
+        object_labels = _without_controller_labels(metadata.get("labels"))
+        object_labels.update(labels)
+        # The server generates the selector; a copied one would not match the new job's uid.
+        for key in ("selector", "manualSelector", "managedBy"):
+            spec.pop(key, None)
+        template = spec.setdefault("template", {})
+        template_meta = template.setdefault("metadata", {})
+        template_labels = _without_controller_labels(template_meta.get("labels"))
+        template_labels.update(pod_labels)
+        template_meta["labels"] = template_labels
+        pod_spec = template.setdefault("spec", {})
+        # kueueweb sets the parallelism of an elastic job itself: no pod waits for an ungater.
+        gates = [g for g in pod_spec.get("schedulingGates") or ()
+                 if not (isinstance(g, Mapping) and g.get("name") == ELASTIC_JOB_SCHEDULING_GATE)]
+        if gates:
+            pod_spec["schedulingGates"] = gates
+        else:
+            pod_spec.pop("schedulingGates", None)
+        if gang_workload:
+            pod_spec["workloadRef"] = {"name": gang_workload,
+                                       "podGroup": infos[0].name if infos
+                                       else DEFAULT_POD_SET_NAME}
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "metadata": {"name": str(metadata.get("name", "")), "namespace": namespace,
+                         "labels": object_labels,
+                         "annotations": dict(metadata.get("annotations") or {})},
+            "spec": spec,
+        }
