@@ -355,6 +355,9 @@ KUEUEWEB: dict[str, Any] = {
     "REQUEUE_BACKOFF_MAX_SECONDS": env_int("KUEUEWEB_REQUEUE_BACKOFF_MAX_SECONDS", 3600),
     "REQUEUE_BACKOFF_LIMIT_COUNT": env_int("KUEUEWEB_REQUEUE_BACKOFF_LIMIT_COUNT", -1),
     "LABEL_KEYS_TO_COPY": env_list("KUEUEWEB_LABEL_KEYS_TO_COPY", []),
+    # The job kinds accepted (Kueue's integrations.frameworks), by framework name; checked
+    # against the registered kinds (scheduling/jobs) at startup.
+    "INTEGRATIONS_FRAMEWORKS": env_list("KUEUEWEB_INTEGRATIONS_FRAMEWORKS", ["batch/job"]),
     # MultiKueue.
     "MULTIKUEUE_ORIGIN": env_str("KUEUEWEB_MULTIKUEUE_ORIGIN", "multikueue"),
     "MULTIKUEUE_WORKER_LOST_TIMEOUT_SECONDS": env_int("KUEUEWEB_WORKER_LOST_TIMEOUT_SECONDS", 900),

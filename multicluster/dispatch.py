@@ -27,6 +27,7 @@ in one transaction per workload; follow-up work is requested after commit.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -46,8 +47,9 @@ from multicluster.choices import (
 )
 from multicluster.core import dispatch as core
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig
-from scheduling import admission, jobs, lifecycle
+from scheduling import admission, jobframework, lifecycle
 from scheduling import conditions as cond
+from scheduling import job_reconciler as reconciler
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.models import Event, Job, Workload
 from scheduling.services import local_queue_for, save_new_workload
@@ -186,7 +188,7 @@ def _sync_workload(wl: Workload, hub: _Hub, *, now: datetime, outcome: DispatchO
     copies = list(Dispatch.objects.filter(workload=wl).select_related("worker", "remote_workload"))
     finished = cond.find(wl.conditions, "Finished")
     if wl.phase == WorkloadPhase.FINISHED and finished and (
-            finished.get("reason") == jobs.WORKLOAD_SLICE_REPLACED):
+            finished.get("reason") == jobframework.WORKLOAD_SLICE_REPLACED):
         # Its remote objects pass to the slice that replaced it.
         Dispatch.objects.filter(workload=wl).delete()
         return
@@ -306,10 +308,10 @@ def _create_copy(wl: Workload, worker: Cluster, *, now: datetime) -> Workload:
     stale = Workload.objects.filter(cluster=worker, namespace=wl.namespace, name=wl.name)
     for old in stale:
         _delete_remote(old, now=now)
-    labels = {k: v for k, v in (wl.labels or {}).items() if k != jobs.JOB_UID_LABEL}
+    labels = {k: v for k, v in (wl.labels or {}).items() if k != jobframework.JOB_UID_LABEL}
     labels[MULTIKUEUE_ORIGIN_LABEL] = origin()
     job = None
-    replaced = (wl.annotations or {}).get(jobs.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION)
+    replaced = (wl.annotations or {}).get(jobframework.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION)
     if replaced:
         # A scale-up slice joins the job the worker already runs for the chain.
         namespace, _, name = str(replaced).partition("/")
@@ -393,11 +395,12 @@ def _keep_winner(wl: Workload, check_name: str, state: Mapping[str, Any], won: D
         outcome.won.append(f"{wl.namespace}/{wl.name}@{worker.name}")
 
 
-def _admitted_pods(remote: Workload) -> int:
-    """Pods the copy may run: its admitted counts, capped by a scale-down in place."""
+def _admitted_counts(remote: Workload) -> dict[str, int]:
+    """Pods the copy may run per pod set: its admitted counts, capped by a scale-down in
+    place."""
     spec = {ps.get("name"): int(ps.get("count", 1)) for ps in remote.pod_sets}
-    return sum(min(int(psa.get("count", 0)), spec.get(psa.get("name"), 0))
-               for psa in (remote.admission or {}).get("podSetAssignments", ()))
+    return {str(psa.get("name")): min(int(psa.get("count", 0)), spec.get(psa.get("name"), 0))
+            for psa in (remote.admission or {}).get("podSetAssignments", ())}
 
 
 def _propagate_scale_down(wl: Workload, remote: Workload, *, now: datetime) -> None:
@@ -419,9 +422,9 @@ def _propagate_scale_down(wl: Workload, remote: Workload, *, now: datetime) -> N
     if remote.cluster_queue_id is not None and remote.phase in _RESERVED:
         admission.on_quota_released(worker_id, [remote.cluster_queue_id], now=now)
     if remote.job is not None:
-        spec = dict(remote.job.manifest.get("spec") or {})
-        spec["parallelism"] = sum(int(ps.get("count", 1)) for ps in pod_sets)
-        remote.job.manifest = {**remote.job.manifest, "spec": spec}
+        integration = reconciler.integration_of(remote.job)
+        remote.job.manifest = integration.scale(
+            remote.job.manifest, {str(ps.get("name")): int(ps.get("count", 1)) for ps in pod_sets})
         remote.job.save(update_fields=["manifest", "resource_version", "updated_at"])
     reconcile.request_cluster_sync(worker_id)
 
@@ -432,30 +435,23 @@ def _ensure_remote_job(wl: Workload, remote: Workload, worker: Cluster) -> None:
     hub_job = wl.job
     if hub_job is None:
         return
-    count = _admitted_pods(remote)
+    integration = reconciler.integration_of(hub_job)
     if remote.job is not None:
         job = remote.job
-        spec = dict(job.manifest.get("spec") or {})
-        if jobs.is_elastic((job.manifest.get("metadata") or {}).get("annotations") or {},
-                           slices_enabled=True) and spec.get("parallelism") != count:
-            spec["parallelism"] = count
-            job.manifest = {**job.manifest, "spec": spec}
-            job.save(update_fields=["manifest", "resource_version", "updated_at"])
-            reconcile.request_cluster_sync(int(worker.pk))
+        annotations = (job.manifest.get("metadata") or {}).get("annotations") or {}
+        if integration.elastic and jobframework.is_elastic(annotations, slices_enabled=True):
+            scaled = integration.scale(job.manifest, _admitted_counts(remote))
+            if scaled != job.manifest:
+                job.manifest = scaled
+                job.save(update_fields=["manifest", "resource_version", "updated_at"])
+                reconcile.request_cluster_sync(int(worker.pk))
         return
-    manifest = {k: v for k, v in hub_job.manifest.items() if k != "status"}
-    metadata = {k: v for k, v in (manifest.get("metadata") or {}).items()
-                if k in ("name", "namespace", "labels", "annotations", "generation")}
-    labels = dict(metadata.get("labels") or {})
-    labels[MULTIKUEUE_ORIGIN_LABEL] = origin()
-    labels[jobs.PREBUILT_WORKLOAD_LABEL] = remote.name
-    metadata["labels"] = labels
-    spec = {k: v for k, v in (manifest.get("spec") or {}).items()
-            if k not in ("selector", "managedBy")}
-    spec["suspend"] = True
-    job = Job(cluster=worker, namespace=hub_job.namespace, name=hub_job.name)
-    metadata["uid"] = str(job.uid)
-    job.manifest = {**manifest, "metadata": metadata, "spec": spec}
+    manifest = integration.multikueue_copy(hub_job.manifest, labels={
+        MULTIKUEUE_ORIGIN_LABEL: origin(), jobframework.PREBUILT_WORKLOAD_LABEL: remote.name})
+    job = Job(cluster=worker, namespace=hub_job.namespace, name=hub_job.name,
+              api_version=hub_job.api_version, kind=hub_job.kind)
+    manifest["metadata"]["uid"] = str(job.uid)
+    job.manifest = manifest
     job.save()
     Workload.objects.filter(pk=remote.pk).update(job=job)
     remote.job = job
@@ -474,14 +470,11 @@ def _sync_job_status(wl: Workload, remote: Workload, *, now: datetime) -> None:
         hub_job.save(update_fields=["status", "suspend", "resource_version", "updated_at"])
     if remote_job.suspend:
         return
-    spec = remote_job.manifest.get("spec") or {}
-    completions = spec.get("completions")
-    report = lifecycle.JobReport(
-        parallelism=_admitted_pods(remote),
-        completions=None if completions is None else int(completions),
-        active=int(status.get("active", 0)), ready=int(status.get("ready", 0)),
-        succeeded=int(status.get("succeeded", 0)), failed=int(status.get("failed", 0)),
-    )
+    report = reconciler.integration_of(remote_job).report(
+        remote_job.manifest, status, wanted=sum(_admitted_counts(remote).values()),
+        ready_pods=0)
+    # The hub finishes its workload from the remote workload (``_finish_from_remote``).
+    report = dataclasses.replace(report, finished=None)
     wl.refresh_from_db()
     events: list[Event] = []
     lifecycle.sync_job_status(wl, report, now=now, events=events)

@@ -33,7 +33,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 
 from kueueweb import live, reconcile
-from scheduling import bulk, jobs, metrics, snapshots
+from scheduling import bulk, jobframework, metrics, snapshots
 from scheduling import conditions as cond
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core.cycle import (
@@ -397,7 +397,7 @@ def run_cycles(
                     last_assignment=assignment[key],
                     is_preemptor=row["preempting"],
                     replaces=(row["annotations"] or {}).get(
-                        jobs.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION) or None,
+                        jobframework.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION) or None,
                 ))
         if not heads:
             break
@@ -840,11 +840,11 @@ def _replace_slice(
     if old is None:
         return
     message = (f"Replaced to accommodate a workload (UID: {row['uid']}, JobUID: "
-               f"{(row.get('labels') or {}).get(jobs.JOB_UID_LABEL, '')}) due to workload slice "
+               f"{(row.get('labels') or {}).get(jobframework.JOB_UID_LABEL, '')}) due to workload slice "
                "aggregation")
     old_row = {"id": old.pk, "namespace": old.namespace, "name": old.name,
                "conditions": old.conditions, "resource_version": old.resource_version}
-    if not finish_without_release(cluster_id, old_row, jobs.WORKLOAD_SLICE_REPLACED, message,
+    if not finish_without_release(cluster_id, old_row, jobframework.WORKLOAD_SLICE_REPLACED, message,
                                   now=now):
         return
     if old.cluster_name:
@@ -1096,14 +1096,14 @@ def _replaced_on_release(cluster_id: int, row: Mapping[str, Any], *, now: dateti
         return False
     key = f"{row['namespace']}/{row['name']}"
     waiting = any(
-        (annotations or {}).get(jobs.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION) == key
+        (annotations or {}).get(jobframework.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION) == key
         for annotations in Workload.objects.filter(
             job_id=row["job_id"], phase=WorkloadPhase.PENDING).values_list("annotations",
                                                                             flat=True)
     )
     if not waiting:
         return False
-    return finish_without_release(cluster_id, row, jobs.WORKLOAD_SLICE_REPLACED,
+    return finish_without_release(cluster_id, row, jobframework.WORKLOAD_SLICE_REPLACED,
                                   "Replaced to accommodate a new workload slice", now=now)
 
 

@@ -6,91 +6,39 @@ changes, so a timeline of transitions can be read from them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from django.db import connections
 from django.db.models import BooleanField, F, Func, Model, Q, QuerySet
 
-Condition = dict[str, Any]
+# The pure helpers are the engine's; callers get every condition helper from this module.
+from scheduling.core.conditions import (
+    Condition,
+    find,
+    has,
+    is_true,
+    parse_timestamp,
+    remove,
+    set_condition,
+    timestamp,
+    transition_time,
+)
+
+__all__ = [
+    "Condition",
+    "condition_q",
+    "filter_by_condition",
+    "find",
+    "has",
+    "is_true",
+    "parse_timestamp",
+    "remove",
+    "set_condition",
+    "timestamp",
+    "transition_time",
+]
+
 _M = TypeVar("_M", bound=Model)
-
-
-def timestamp(moment: datetime) -> str:
-    """RFC 3339 in UTC with a Z, as Kubernetes writes times."""
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-def parse_timestamp(value: Any) -> datetime | None:
-    """The inverse of ``timestamp``: an aware datetime, or None when absent or malformed."""
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def transition_time(conditions: Sequence[Condition], type_: str) -> datetime | None:
-    """lastTransitionTime of condition ``type_``, if it is set."""
-    found = find(conditions, type_)
-    return parse_timestamp(found.get("lastTransitionTime")) if found else None
-
-
-def find(conditions: Sequence[Condition], type_: str) -> Condition | None:
-    for condition in conditions:
-        if condition.get("type") == type_:
-            return condition
-    return None
-
-
-def is_true(conditions: Sequence[Condition], type_: str) -> bool:
-    condition = find(conditions, type_)
-    return condition is not None and condition.get("status") == "True"
-
-
-def set_condition(
-    conditions: Sequence[Condition],
-    type_: str,
-    status: bool,
-    reason: str,
-    message: str,
-    *,
-    now: datetime,
-) -> list[Condition]:
-    """A new list with condition ``type_`` set; other conditions are kept as they are."""
-    status_text = "True" if status else "False"
-    result: list[Condition] = []
-    replaced = False
-    for condition in conditions:
-        if condition.get("type") != type_:
-            result.append(condition)
-            continue
-        replaced = True
-        transition = condition.get("lastTransitionTime")
-        if condition.get("status") != status_text or not transition:
-            transition = timestamp(now)
-        result.append({
-            "type": type_, "status": status_text, "reason": reason, "message": message,
-            "lastTransitionTime": transition,
-        })
-    if not replaced:
-        result.append({
-            "type": type_, "status": status_text, "reason": reason, "message": message,
-            "lastTransitionTime": timestamp(now),
-        })
-    return result
-
-
-def remove(conditions: Sequence[Condition], type_: str) -> list[Condition]:
-    return [c for c in conditions if c.get("type") != type_]
-
-
-def has(conditions: Sequence[Condition], type_: str, status: str) -> bool:
-    found = find(conditions, type_)
-    return found is not None and found.get("status") == status
 
 
 class _HasCondition(Func):
@@ -127,5 +75,5 @@ def filter_by_condition(
 ) -> QuerySet[_M]:
     """Rows whose ``conditions`` hold (``present``) or lack a condition ``type_``=``status``,
     decided in the database: JSON containment on PostgreSQL, ``json_each`` on SQLite."""
-    flagged, has = condition_q(queryset, type_, status)
-    return flagged.filter(has) if present else flagged.exclude(has)
+    flagged, matches = condition_q(queryset, type_, status)
+    return flagged.filter(matches) if present else flagged.exclude(matches)

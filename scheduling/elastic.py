@@ -38,19 +38,21 @@ from django.utils import timezone
 
 from kueueweb import reconcile
 from kueueweb.roles import can_operate_in
-from scheduling import admission, jobs, lifecycle
+from scheduling import admission, jobframework, lifecycle
 from scheduling import conditions as cond
 from scheduling.choices import WorkloadPhase
+from scheduling.jobframework import registry
+from scheduling.jobs import job as batch_job
 from scheduling.models import Job, Workload
 from scheduling.services import ConflictError, invalid, local_queue_for, save_new_workload
 from scheduling.validation import FieldError
 
-WORKLOAD_SLICE_REPLACEMENT_FOR = jobs.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION
+WORKLOAD_SLICE_REPLACEMENT_FOR = jobframework.WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION
 # The scheduling gate on an elastic job's pods until its slice is admitted.
 ELASTIC_JOB_SCHEDULING_GATE = "kueue.x-k8s.io/elastic-job"
 
 # Finished reasons (Kueue WorkloadSliceReplaced, WorkloadFinishedReasonOutOfSync).
-REASON_SLICE_REPLACED = jobs.WORKLOAD_SLICE_REPLACED
+REASON_SLICE_REPLACED = jobframework.WORKLOAD_SLICE_REPLACED
 REASON_OUT_OF_SYNC = "OutOfSync"
 OUT_OF_SYNC_MESSAGE = "The workload slice is out of sync with its parent job"
 
@@ -79,7 +81,7 @@ def replacement_for(wl: Workload) -> str | None:
 
 def slice_name(wl: Workload) -> str:
     """The name of the chain's first slice (Kueue ``SliceName``)."""
-    return str((wl.annotations or {}).get(jobs.WORKLOAD_SLICE_NAME_ANNOTATION) or wl.name)
+    return str((wl.annotations or {}).get(jobframework.WORKLOAD_SLICE_NAME_ANNOTATION) or wl.name)
 
 
 def holds_quota(wl: Workload) -> bool:
@@ -120,7 +122,7 @@ def pending_replacement(workloads: Iterable[Workload], of: Workload) -> Workload
 
 
 def pod_set_counts(pod_sets: Sequence[dict[str, Any]]) -> dict[str, int]:
-    return {str(ps.get("name", jobs.DEFAULT_POD_SET_NAME)): int(ps.get("count", 1))
+    return {str(ps.get("name", jobframework.DEFAULT_POD_SET_NAME)): int(ps.get("count", 1))
             for ps in pod_sets}
 
 
@@ -153,7 +155,7 @@ PARTIAL_ADMISSION_MESSAGE = (
     "Forbidden: cannot change when partial admission is enabled and the job is not suspended")
 NOT_ELASTIC_MESSAGE = (
     "Forbidden: cannot change while the job's workload holds quota: only elastic jobs "
-    f'(annotation {jobs.ELASTIC_JOB_ANNOTATION}: "true", with the '
+    f'(annotation {jobframework.ELASTIC_JOB_ANNOTATION}: "true", with the '
     "ElasticJobsViaWorkloadSlices feature gate on) scale while admitted; deactivate the "
     "workload first")
 FINISHED_MESSAGE = "Forbidden: the job has finished"
@@ -183,10 +185,10 @@ def scale_refusal(job: Job, workloads: Iterable[Workload]) -> str:
             wl.phase == WorkloadPhase.FINISHED for wl in workloads)):
         return SCALE_FINISHED
     annotations = ((job.manifest or {}).get("metadata") or {}).get("annotations") or {}
-    if jobs.JOB_MIN_PARALLELISM_ANNOTATION in annotations and not job.suspend:
+    if batch_job.JOB_MIN_PARALLELISM_ANNOTATION in annotations and not job.suspend:
         return SCALE_PARTIAL_ADMISSION
     options: dict[str, Any] = settings.KUEUEWEB
-    elastic = jobs.is_elastic(annotations,
+    elastic = jobframework.is_elastic(annotations,
                               slices_enabled=bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
     current = current_slice(workloads)
     if current is not None and holds_quota(current) and not elastic:
@@ -202,7 +204,7 @@ def parallelism_of(manifest: dict[str, Any]) -> int:
 def _validated_parallelism(value: Any) -> int:
     errors: list[FieldError] = []
     # Kubernetes: an int32 ≥ 0 (0 pauses the job: no pods run).
-    parsed = jobs.int_value(value, PARALLELISM_PATH, errors, minimum=0)
+    parsed = jobframework.int_value(value, PARALLELISM_PATH, errors, minimum=0)
     if errors or parsed is None:
         raise invalid(errors)
     return parsed
@@ -252,18 +254,18 @@ def scale_job(job: Job, parallelism: Any, *, user: Any = None,
         annotations = (manifest.get("metadata") or {}).get("annotations") or {}
         spec = dict(manifest.get("spec") or {})
         spec["parallelism"] = wanted
-        count = jobs.job_pods_count(spec)
-        min_parallelism = annotations.get(jobs.JOB_MIN_PARALLELISM_ANNOTATION)
+        count = batch_job.pods_count(spec)
+        min_parallelism = annotations.get(batch_job.JOB_MIN_PARALLELISM_ANNOTATION)
         if min_parallelism is not None and options["PARTIAL_ADMISSION"] and (
                 int(min_parallelism) >= count):
             raise invalid([FieldError(PARALLELISM_PATH, (
                 f"must leave more than {min_parallelism} pods (annotation "
-                f"{jobs.JOB_MIN_PARALLELISM_ANNOTATION}) to run"))])
-        elastic = jobs.is_elastic(annotations, slices_enabled=slices_enabled)
+                f"{batch_job.JOB_MIN_PARALLELISM_ANNOTATION}) to run"))])
+        elastic = jobframework.is_elastic(annotations, slices_enabled=slices_enabled)
         current = current_slice(workloads)
 
         metadata = dict(manifest.get("metadata") or {})
-        metadata["generation"] = jobs.job_generation(manifest) + 1
+        metadata["generation"] = jobframework.generation(manifest) + 1
         locked.manifest = {**manifest, "metadata": metadata, "spec": spec}
         locked.save(update_fields=["manifest", "resource_version", "updated_at"])
         result = _ensure_slices(locked, workloads, current, count, elastic=elastic,
@@ -337,15 +339,15 @@ def _set_count(wl: Workload, count: int) -> bool:
 def _create_slice(job: Job, old: Workload, count: int, *, now: datetime) -> Workload:
     """The scale-up slice: the job's workload at its new generation, replacing ``old``."""
     options: dict[str, Any] = settings.KUEUEWEB
-    draft = jobs.workload_for_job(
-        job.manifest, label_keys_to_copy=options["LABEL_KEYS_TO_COPY"],
+    draft = jobframework.construct_workload(
+        registry.integration_for(job), job.manifest, label_keys_to_copy=options["LABEL_KEYS_TO_COPY"],
         partial_admission=bool(options["PARTIAL_ADMISSION"]), slices_enabled=True,
     )
     if Workload.objects.filter(cluster_id=_domain(job), namespace=job.namespace,
                                name=draft.name).exists():
         raise ConflictError(f'workloads.kueue.x-k8s.io "{draft.name}" already exists')
     annotations = dict(draft.annotations)
-    annotations[jobs.WORKLOAD_SLICE_NAME_ANNOTATION] = slice_name(old)
+    annotations[jobframework.WORKLOAD_SLICE_NAME_ANNOTATION] = slice_name(old)
     annotations[WORKLOAD_SLICE_REPLACEMENT_FOR] = key_of(old)
     pod_sets = [dict(ps) for ps in draft.pod_sets]
     pod_sets[0]["count"] = count
@@ -372,7 +374,7 @@ def _create_slice(job: Job, old: Workload, count: int, *, now: datetime) -> Work
 
 def _event(job: Job, wl: Workload, reason: str, message: str, *, now: datetime) -> None:
     wl.job = job
-    lifecycle.workload_event(wl, reason, message, now=now, kind="Job").save()
+    lifecycle.workload_event(wl, reason, message, now=now, kind=job.kind).save()
 
 
 def _after_scale(job: Job) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kueueweb.models import NamespaceGrant
-from scheduling import jobs
+from scheduling import jobframework
 from scheduling.core import pod_security
 from scheduling.validation import FieldError
 
@@ -55,7 +55,7 @@ def workload_templates(spec: Any, prefix: str = "") -> list[tuple[Any, str]]:
 
 def priority_errors(
     grant: NamespaceGrant | None,
-    request: jobs.PriorityRequest,
+    request: jobframework.PriorityRequest,
     *,
     class_path: str,
     explicit_path: str,
@@ -68,7 +68,7 @@ def priority_errors(
     if grant is None:
         return []
     errors: list[FieldError] = []
-    from_class = request.source == jobs.WORKLOAD_PRIORITY_CLASS_SOURCE
+    from_class = request.source == jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE
     if from_class and not grant.allows_priority_class(request.class_name):
         allowed = ", ".join(sorted(grant.priority_classes)) or "none"
         errors.append(FieldError(class_path, f"WorkloadPriorityClass {request.class_name!r} "

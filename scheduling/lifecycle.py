@@ -37,6 +37,7 @@ from scheduling import admission, bulk, metrics
 from scheduling import conditions as cond
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core import lifecycle as core
+from scheduling.jobframework.interface import JobReport
 from scheduling.models import ClusterQueue, Event, LocalQueue, Workload, name_order
 from scheduling.snapshots import epoch as _epoch
 
@@ -104,7 +105,8 @@ def workload_event(
     wl: Workload, reason: str, message: str, *, now: datetime, type_: str = EventType.NORMAL,
     kind: str = "Workload",
 ) -> Event:
-    """An Event in the workload's history (``kind="Job"`` for what happens to its job)."""
+    """An Event in the workload's history (``kind`` = the job's kind, e.g. ``"Job"``, for
+    what happens to its job)."""
     return Event(**workload_event_row(wl, reason, message, now=now, type_=type_, kind=kind))
 
 
@@ -115,7 +117,7 @@ def workload_event_row(
     """``workload_event`` as a row for ``bulk.insert_rows``, for paths that write hundreds."""
     return {"cluster_id": domain_of(wl), "workload_id": wl.pk, "object_kind": kind,
             "object_namespace": wl.namespace,
-            "object_name": wl.job.name if kind == "Job" and wl.job is not None else wl.name,
+            "object_name": wl.job.name if kind != "Workload" and wl.job is not None else wl.name,
             "type": type_, "reason": reason, "message": message, "created_at": now}
 
 
@@ -420,25 +422,6 @@ def _requeue_pending(cluster_id: int, *, now: datetime, events: list[Event],
 # =========================================================================================
 
 
-@dataclass(frozen=True)
-class JobReport:
-    """What the cluster says about a started job (batch/v1 JobStatus, reduced)."""
-
-    parallelism: int
-    completions: int | None
-    active: int
-    ready: int
-    succeeded: int
-    failed: int
-    # ("Succeeded" | "Failed", message) once the job has finished.
-    finished: tuple[str, str] | None = None
-
-    @property
-    def all_ready(self) -> bool:
-        """Kueue's batch Job PodsReady: ready + succeeded reach min(parallelism, completions)."""
-        needed = self.parallelism if self.completions is None else min(
-            self.parallelism, self.completions)
-        return self.ready + self.succeeded >= needed
 
 
 def sync_job_status(wl: Workload, report: JobReport, *, now: datetime,

@@ -295,8 +295,12 @@ class WorkloadPriorityClass(DomainObject):
 
 
 class Job(NamespacedObject):
-    """A submitted batch/v1 Job: the manifest as given and the status reported by its cluster."""
+    """A submitted job of a registered kind (``scheduling.jobs``): the manifest as given and
+    the status reported by its cluster."""
 
+    # The kind it holds, from the manifest: how the reconciler finds its integration.
+    api_version = models.CharField(max_length=253, default="batch/v1", editable=False)
+    kind = models.CharField(max_length=63, default="Job", editable=False)
     manifest = models.JSONField(help_text="The batch/v1 Job as submitted (apiVersion … spec).")
     # spec.suspend as it is now: Kueue's webhook suspends a queued job; the job reconciler
     # unsuspends it when its workload is admitted and suspends it again on eviction.

@@ -22,9 +22,10 @@ from kueueweb.models import NamespaceGrant
 from kueueweb.roles import can_operate_in, submission_grant
 from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
-from scheduling import actions, admission, bulk, grants, jobs, lifecycle
+from scheduling import actions, admission, bulk, grants, jobframework, lifecycle
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.patch import merge_patch
+from scheduling.jobframework import registry
 from scheduling.models import Event, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.validation import FieldError, errors_to_dict
 
@@ -68,7 +69,7 @@ def _kueue_settings() -> dict[str, Any]:
 
 
 def _resolve_priority(
-    request: jobs.PriorityRequest, *, cluster: Cluster, path: str, explicit_path: str
+    request: jobframework.PriorityRequest, *, cluster: Cluster, path: str, explicit_path: str
 ) -> tuple[str, str, int]:
     """(class name, class source, priority) for what a spec or a Job asks for.
 
@@ -77,7 +78,7 @@ def _resolve_priority(
     """
     if not request.source:
         return "", "", request.priority or 0
-    if request.source == jobs.POD_PRIORITY_CLASS_SOURCE:
+    if request.source == jobframework.POD_PRIORITY_CLASS_SOURCE:
         return request.class_name, request.source, request.priority or 0
     wpc = WorkloadPriorityClass.objects.filter(cluster=cluster, name=request.class_name).first()
     if wpc is None:
@@ -122,9 +123,11 @@ def submit_job(
     cluster: Cluster | None = None,
     user: AbstractBaseUser | AnonymousUser | None = None,
 ) -> Job:
-    """Accept a batch/v1 Job and create its Workload, as Kueue's webhook and job reconciler do.
+    """Accept a job of an enabled kind and create its Workload, as Kueue's webhook and job
+    reconciler do.
 
-    1. Refuse what Kubernetes or Kueue's Job webhook would (``jobs.validate_job_manifest``).
+    1. Refuse a kind that is not enabled (on ``kind``), and what Kubernetes or Kueue's
+       webhook for the kind would (the integration's ``validate_on_create``).
     2. Default the labels Kueue's webhook defaults: queue name ``default`` when that
        LocalQueue exists in the namespace (a queue is required otherwise: kueueweb manages
        only queued jobs) and priority class ``default`` when that class exists.
@@ -140,94 +143,107 @@ def submit_job(
     options = _kueue_settings()
     slices_enabled = bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"])
     errors = grants.namespace_errors(namespace)
-    errors += jobs.validate_job_manifest(manifest, namespace=namespace,
-                                         slices_enabled=slices_enabled)
+    if not isinstance(manifest, Mapping):
+        raise invalid([*errors, FieldError("", "a job manifest must be an object")])
+    integration, kind_errors = registry.enabled_for(manifest, options)
+    if integration is None:
+        raise invalid(errors + kind_errors)
+    errors += integration.validate_on_create(manifest, namespace=namespace,
+                                             slices_enabled=slices_enabled)
     if errors:
         raise invalid(errors)
     metadata = manifest["metadata"]
     labels: Mapping[str, str] = metadata.get("labels") or {}
-    errors = _job_grant_errors(manifest, labels, submission_grant(user, namespace))
+    resource = f"{integration.plural}.{integration.group}"
+    errors = _job_grant_errors(integration, manifest, labels,
+                               submission_grant(user, namespace))
     if errors:
         raise invalid(errors)
     try:
         with transaction.atomic():
             default_labels = _job_default_labels(labels, domain, namespace)
-            class_name = labels.get(jobs.PRIORITY_CLASS_LABEL) or default_labels.get(
-                jobs.PRIORITY_CLASS_LABEL, "")
-            request = jobs.PriorityRequest(
-                jobs.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
-            path = jobs.label_path(jobs.PRIORITY_CLASS_LABEL)
+            class_name = labels.get(jobframework.PRIORITY_CLASS_LABEL) or default_labels.get(
+                jobframework.PRIORITY_CLASS_LABEL, "")
+            request = jobframework.PriorityRequest(
+                jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
+            path = jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
             priority = _resolve_priority(request, cluster=domain, path=path, explicit_path=path)
-            job = Job(cluster=domain, namespace=namespace, name=_job_name(metadata, domain, namespace))
-            job.manifest = jobs.default_job_manifest(
+            job = Job(cluster=domain, namespace=namespace, api_version=integration.api_version,
+                      kind=integration.kind,
+                      name=_job_name(metadata, domain, namespace, resource))
+            job.manifest = jobframework.default_manifest(
                 manifest, name=job.name, namespace=namespace, uid=str(job.uid),
                 default_labels=default_labels,
             )
             job.save()
-            _create_job_workload(job, priority, options)
+            _create_job_workload(integration, job, priority, options)
             admission.request_admission(domain.pk)
     except IntegrityError as exc:
         # A concurrent submission took the name between the check and the insert.
         name = metadata.get("name") or metadata.get("generateName")
-        raise ConflictError(f'jobs.batch "{name}" already exists') from exc
+        raise ConflictError(f'{resource} "{name}" already exists') from exc
     return job
 
 
 def _job_grant_errors(
-    manifest: Mapping[str, Any], labels: Mapping[str, str], grant: NamespaceGrant | None
+    integration: jobframework.GenericJob, manifest: Mapping[str, Any],
+    labels: Mapping[str, str], grant: NamespaceGrant | None,
 ) -> list[FieldError]:
-    """What the user's grant refuses in a valid Job: its pod template, and a priority class
+    """What the user's grant refuses in a valid job: its pod templates, and a priority class
     it names (a class defaulted by kueueweb is the admins' choice, not the user's)."""
-    errors = grants.pod_template_errors(grant, [(manifest["spec"]["template"], "spec.template")])
-    class_name = labels.get(jobs.PRIORITY_CLASS_LABEL)
+    errors = grants.pod_template_errors(grant, integration.pod_templates(manifest))
+    class_name = labels.get(jobframework.PRIORITY_CLASS_LABEL)
     if class_name:
-        path = jobs.label_path(jobs.PRIORITY_CLASS_LABEL)
-        request = jobs.PriorityRequest(jobs.WORKLOAD_PRIORITY_CLASS_SOURCE, class_name, None)
+        path = jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
+        request = jobframework.PriorityRequest(jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE, class_name, None)
         errors += grants.priority_errors(grant, request, class_path=path, explicit_path=path)
     return errors
 
 
 def _job_default_labels(labels: Mapping[str, str], cluster: Cluster, namespace: str) -> dict[str, str]:
     defaults: dict[str, str] = {}
-    if not labels.get(jobs.QUEUE_NAME_LABEL):
+    if not labels.get(jobframework.QUEUE_NAME_LABEL):
         if not LocalQueue.objects.filter(
-            cluster=cluster, namespace=namespace, name=jobs.DEFAULT_LOCAL_QUEUE_NAME
+            cluster=cluster, namespace=namespace, name=jobframework.DEFAULT_LOCAL_QUEUE_NAME
         ).exists():
             raise invalid([FieldError(
-                jobs.label_path(jobs.QUEUE_NAME_LABEL),
+                jobframework.label_path(jobframework.QUEUE_NAME_LABEL),
                 "is required: name the LocalQueue to submit to (there is no LocalQueue "
-                f"{jobs.DEFAULT_LOCAL_QUEUE_NAME!r} in namespace {namespace!r} to default to)",
+                f"{jobframework.DEFAULT_LOCAL_QUEUE_NAME!r} in namespace {namespace!r} to default to)",
             )])
-        defaults[jobs.QUEUE_NAME_LABEL] = jobs.DEFAULT_LOCAL_QUEUE_NAME
-    if not labels.get(jobs.PRIORITY_CLASS_LABEL) and WorkloadPriorityClass.objects.filter(
-        cluster=cluster, name=jobs.DEFAULT_PRIORITY_CLASS_NAME
+        defaults[jobframework.QUEUE_NAME_LABEL] = jobframework.DEFAULT_LOCAL_QUEUE_NAME
+    if not labels.get(jobframework.PRIORITY_CLASS_LABEL) and WorkloadPriorityClass.objects.filter(
+        cluster=cluster, name=jobframework.DEFAULT_PRIORITY_CLASS_NAME
     ).exists():
         # Kueue's WorkloadPriorityClassDefaulting (beta, on).
-        defaults[jobs.PRIORITY_CLASS_LABEL] = jobs.DEFAULT_PRIORITY_CLASS_NAME
+        defaults[jobframework.PRIORITY_CLASS_LABEL] = jobframework.DEFAULT_PRIORITY_CLASS_NAME
     return defaults
 
 
-def _job_name(metadata: Mapping[str, Any], cluster: Cluster, namespace: str) -> str:
+def _job_name(
+    metadata: Mapping[str, Any], cluster: Cluster, namespace: str, resource: str
+) -> str:
     existing = Job.objects.filter(cluster=cluster, namespace=namespace)
     name = metadata.get("name")
     if name:
         if existing.filter(name=name).exists():
-            raise ConflictError(f'jobs.batch "{name}" already exists')
+            raise ConflictError(f'{resource} "{name}" already exists')
         return str(name)
     for _ in range(_GENERATE_NAME_ATTEMPTS):
-        candidate = jobs.generate_name(str(metadata["generateName"]))
+        candidate = jobframework.generate_name(str(metadata["generateName"]))
         if not existing.filter(name=candidate).exists():
             return candidate
     raise ConflictError(
-        f'jobs.batch "{metadata["generateName"]}" could not be given a unique name; try again'
+        f'{resource} "{metadata["generateName"]}" could not be given a unique name; try again'
     )
 
 
 def _create_job_workload(
-    job: Job, priority: tuple[str, str, int], options: Mapping[str, Any]
+    integration: jobframework.GenericJob, job: Job, priority: tuple[str, str, int],
+    options: Mapping[str, Any],
 ) -> Workload:
-    draft = jobs.workload_for_job(
-        job.manifest,
+    draft = jobframework.construct_workload(
+        integration, job.manifest,
         label_keys_to_copy=options["LABEL_KEYS_TO_COPY"],
         partial_admission=bool(options["PARTIAL_ADMISSION"]),
         slices_enabled=bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]),
@@ -255,7 +271,7 @@ def _create_job_workload(
     Event.objects.create(
         cluster=job.cluster,
         workload=workload,
-        object_kind="Job",
+        object_kind=job.kind,
         object_namespace=job.namespace,
         object_name=job.name,
         type=EventType.NORMAL,
@@ -299,7 +315,7 @@ def create_workload(
 ) -> Workload:
     """Create a Workload directly (Kueue's custom-workload integration), pending in its queue.
 
-    The spec follows ``jobs.validate_workload_spec``; a named WorkloadPriorityClass must exist
+    The spec follows ``jobframework.validate_workload_spec``; a named WorkloadPriorityClass must exist
     and gives the priority. Raises ValidationError by field path, or ConflictError.
     """
     request = WorkloadRequest(namespace, name, spec, labels or {}, annotations or {})
@@ -324,15 +340,15 @@ def create_workloads(
     domain = resolve_cluster(cluster)
     slices_enabled = bool(_kueue_settings()["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"])
     errors: list[FieldError] = []
-    drafts: list[tuple[WorkloadRequest, jobs.WorkloadSpecValues]] = []
+    drafts: list[tuple[WorkloadRequest, jobframework.WorkloadSpecValues]] = []
     bound: dict[str, NamespaceGrant | None] = {}
     for index, request in enumerate(requests):
-        item_errors = (jobs.validate_labels(dict(request.labels))
-                       + jobs.validate_annotations(dict(request.annotations)))
-        item_errors.extend(jobs.validate_object_name(request.name, request.namespace))
+        item_errors = (jobframework.validate_labels(dict(request.labels))
+                       + jobframework.validate_annotations(dict(request.annotations)))
+        item_errors.extend(jobframework.validate_object_name(request.name, request.namespace))
         item_errors.extend(grants.namespace_errors(request.namespace))
-        elastic = jobs.is_elastic(request.annotations, slices_enabled=slices_enabled)
-        values, spec_errors = jobs.validate_workload_spec(request.spec, elastic=elastic)
+        elastic = jobframework.is_elastic(request.annotations, slices_enabled=slices_enabled)
+        values, spec_errors = jobframework.validate_workload_spec(request.spec, elastic=elastic)
         item_errors.extend(spec_errors)
         if values is not None:
             if request.namespace not in bound:
@@ -341,7 +357,7 @@ def create_workloads(
             item_errors.extend(grants.pod_template_errors(
                 grant, grants.workload_templates(request.spec)))
             item_errors.extend(grants.priority_errors(
-                grant, values.priority, class_path=jobs.priority_class_path(request.spec),
+                grant, values.priority, class_path=jobframework.priority_class_path(request.spec),
                 explicit_path="spec.priority"))
         prefix = f"items[{index}]." if prefix_paths else ""
         errors.extend(FieldError(prefix + e.path, e.message) for e in item_errors)
@@ -363,7 +379,7 @@ def create_workloads(
                 if cache_key not in resolved:
                     prefix = f"items[{index}]." if prefix_paths else ""
                     resolved[cache_key] = _resolve_priority(
-                        wanted, cluster=domain, path=prefix + jobs.priority_class_path(request.spec),
+                        wanted, cluster=domain, path=prefix + jobframework.priority_class_path(request.spec),
                         explicit_path=prefix + "spec.priority",
                     )
                 priorities.append(resolved[cache_key])
@@ -447,7 +463,7 @@ def update_workload(
     if spec_patch is not None and not isinstance(spec_patch, Mapping):
         errors.append(FieldError("spec", "must be an object"))
         spec_patch = None
-    current = jobs.spec_of(workload)
+    current = jobframework.spec_of(workload)
     merged = merge_patch(current, spec_patch or {})
     touched = set(spec_patch or {})
     if touched & {"priorityClassRef", "priorityClassName", "priorityClassSource"}:
@@ -458,7 +474,7 @@ def update_workload(
             merged.pop("priorityClassRef", None)
     reserved = has_quota_reservation(workload)
     changes: dict[str, Any] = {}
-    errors.extend(jobs.frozen_spec_errors(current, merged, reserved=reserved))
+    errors.extend(jobframework.frozen_spec_errors(current, merged, reserved=reserved))
 
     active = merged.get("active", True)
     if not isinstance(active, bool):
@@ -471,7 +487,7 @@ def update_workload(
 
     queue_name = merged.get("queueName") or ""
     if queue_name != workload.queue_name:
-        queue_errors = jobs.validate_queue_name(queue_name)
+        queue_errors = jobframework.validate_queue_name(queue_name)
         if reserved:
             queue_errors = [FieldError("spec.queueName",
                                        "queueName is immutable while workload quota reserved")]
@@ -480,18 +496,18 @@ def update_workload(
         if not queue_errors:
             changes["local_queue"] = local_queue_for(workload.cluster, workload.namespace, queue_name)
 
-    request, priority_errors = jobs.priority_request(merged)
+    request, priority_errors = jobframework.priority_request(merged)
     errors.extend(priority_errors)
     if errors:
         raise invalid(errors)
     priority = _resolve_priority(
-        request, cluster=workload.cluster, path=jobs.priority_class_path(merged),
+        request, cluster=workload.cluster, path=jobframework.priority_class_path(merged),
         explicit_path="spec.priority",
     )
     if priority != (workload.priority_class_name, workload.priority_class_source, workload.priority):
         grant_errors = grants.priority_errors(
             submission_grant(user, workload.namespace), request,
-            class_path=jobs.priority_class_path(merged), explicit_path="spec.priority")
+            class_path=jobframework.priority_class_path(merged), explicit_path="spec.priority")
         if grant_errors:
             raise invalid(grant_errors)
         if reserved:

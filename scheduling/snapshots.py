@@ -301,9 +301,9 @@ def per_pod_requests(pod_set: Mapping[str, Any]) -> dict[str, int]:
     """Per-pod requests of a pod set, as the engine counts them (CPU in millis).
 
     Pod sets made by kueueweb carry their template; requests follow Kueue's effective pod
-    request rules (``scheduling.jobs.pod_set_requests``).
+    request rules (``scheduling.jobframework.pod_set_requests``).
     """
-    from scheduling.jobs import pod_set_requests
+    from scheduling.jobframework import pod_set_requests
 
     return {
         resource: quantity_to_int(resource, quantity)

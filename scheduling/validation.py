@@ -9,12 +9,14 @@ in Kueue's spelling (``spec.resourceGroups[0].flavors[1].resources[0].lendingLim
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from django.core.exceptions import ValidationError
 
+# Defined in the engine, where pure code uses them; the apps import them from here.
+from scheduling.core.fields import FieldError as FieldError
+from scheduling.core.fields import errors_to_dict as errors_to_dict
 from scheduling.core.quantities import QuantityError, parse_quantity
 from scheduling.validators import (
     validate_dns1123_subdomain,
@@ -30,20 +32,6 @@ MAX_RESOURCES_PER_GROUP = 64
 MAX_TOTAL_FLAVORS = 256
 MAX_TOTAL_COVERED_RESOURCES = 256
 MAX_FLAVOR_RESOURCES_PER_GROUP = 512
-
-
-@dataclass(frozen=True)
-class FieldError:
-    path: str
-    message: str
-
-
-def errors_to_dict(errors: Iterable[FieldError]) -> dict[str, list[str]]:
-    """Group errors by path, the shape DRF and ValidationError(dict) use."""
-    result: dict[str, list[str]] = {}
-    for error in errors:
-        result.setdefault(error.path, []).append(error.message)
-    return result
 
 
 def _quantity(value: Any, path: str, errors: list[FieldError]) -> Fraction | None:

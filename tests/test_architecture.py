@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 APPS = ("kueueweb", "scheduling", "multicluster")
-PURE_PACKAGES = ("scheduling.core", "multicluster.core")
+PURE_PACKAGES = ("scheduling.core", "scheduling.jobframework", "scheduling.jobs", "multicluster.core")
 KUBE_BACKEND = "multicluster.kube"
 # The Kubernetes client and the HTTP library it is built on (whose exceptions it raises).
 KUBE_CLIENT = ("kubernetes", "urllib3")

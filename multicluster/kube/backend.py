@@ -29,7 +29,6 @@ from multicluster.kube.manifests import (
     GANG_API_GROUP,
     GANG_API_VERSION,
     GANG_RESOURCE,
-    JOB_NAME_LABEL,
     object_key,
     reduce_job,
     reduce_node,
@@ -83,17 +82,25 @@ class WatchKind:
     """A kind the reconciler lists and watches across all namespaces. With ``tombstones``
     a deleted object stays in the state, marked ``deleted``, with its last status, until
     the reader drops it: a Job that finished and was deleted at once
-    (``ttlSecondsAfterFinished``) still says how it ended."""
+    (``ttlSecondsAfterFinished``) still says how it ended. ``resource`` (group, version,
+    plural) names a kind served through the custom objects API: the job kinds."""
 
     name: str
     reduce: Callable[[Mapping[str, Any]], dict[str, Any]]
     tombstones: bool = False
+    resource: tuple[str, str, str] | None = None
 
 
 TOMBSTONE = "deleted"
-JOBS = WatchKind("jobs", reduce_job, tombstones=True)
+BATCH_JOBS = ("batch", "v1", "jobs")
 PODS = WatchKind("pods", reduce_pod)
 NODES = WatchKind("nodes", reduce_node)
+
+
+def job_kind(group: str, version: str, plural: str) -> WatchKind:
+    """The watch of a job kind (a registered integration's group, version and plural)."""
+    return WatchKind(f"{plural}.{group}", reduce_job, tombstones=True,
+                     resource=(group, version, plural))
 
 
 def _chunks(response: Any) -> Iterator[bytes]:
@@ -144,9 +151,9 @@ class KubeBackend:
         answer: dict[str, Any] = self.kube.call(self.kube.versions.get_code)
         return answer
 
-    def can_list_jobs(self) -> None:
-        """Raises unless this client may list jobs in every namespace."""
-        self._jobs(self.kube.custom.list_cluster_custom_object, "jobs", limit=1)
+    def can_list_jobs(self, resource: tuple[str, str, str] = BATCH_JOBS) -> None:
+        """Raises unless this client may list the job kind in every namespace."""
+        self.kube.call(self.kube.custom.list_cluster_custom_object, *resource, limit=1)
 
     def list_nodes(self) -> list[dict[str, Any]]:
         items, _ = self._list(NODES, label_selector=None)
@@ -184,22 +191,26 @@ class KubeBackend:
 
     # --- jobs ---------------------------------------------------------------------------
 
-    def _jobs(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return self.kube.call(method, "batch", "v1", *args, **kwargs)
+    def _jobs(self, method: Callable[..., Any], resource: tuple[str, str, str],
+              namespace: str, *args: Any, **kwargs: Any) -> Any:
+        group, version, plural = resource
+        return self.kube.call(method, group, version, namespace, plural, *args, **kwargs)
 
-    def create_job(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Create the Job; raises KubeApiError (``conflict`` when the name is taken)."""
+    def create_job(self, body: Mapping[str, Any], *,
+                   resource: tuple[str, str, str] = BATCH_JOBS) -> dict[str, Any]:
+        """Create the job object; raises KubeApiError (``conflict`` when the name is taken)."""
         namespace = str((body.get("metadata") or {}).get("namespace", ""))
         _refuse_system_namespace(namespace)
         created: dict[str, Any] = self._jobs(
-            self.kube.custom.create_namespaced_custom_object, namespace, "jobs", dict(body),
+            self.kube.custom.create_namespaced_custom_object, resource, namespace, dict(body),
             _content_type="application/json")
         return created
 
-    def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_job(self, namespace: str, name: str, *,
+                resource: tuple[str, str, str] = BATCH_JOBS) -> dict[str, Any] | None:
         try:
             job: dict[str, Any] = self._jobs(
-                self.kube.custom.get_namespaced_custom_object, namespace, "jobs", name)
+                self.kube.custom.get_namespaced_custom_object, resource, namespace, name)
         except KubeApiError as exc:
             if exc.not_found:
                 return None
@@ -207,11 +218,12 @@ class KubeBackend:
         return job
 
     def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any], *,
-                  strategic: bool = False) -> dict[str, Any] | None:
-        """A merge patch (or a strategic-merge patch) of the Job; None if it is gone."""
+                  strategic: bool = False, resource: tuple[str, str, str] = BATCH_JOBS,
+                  ) -> dict[str, Any] | None:
+        """A merge patch (or a strategic-merge patch) of the job object; None if it is gone."""
         try:
             patched: dict[str, Any] = self._jobs(
-                self.kube.custom.patch_namespaced_custom_object, namespace, "jobs", name,
+                self.kube.custom.patch_namespaced_custom_object, resource, namespace, name,
                 dict(patch), _content_type=STRATEGIC_MERGE_PATCH if strategic else MERGE_PATCH)
         except KubeApiError as exc:
             if exc.not_found:
@@ -219,29 +231,22 @@ class KubeBackend:
             raise
         return patched
 
-    def set_parallelism(self, namespace: str, name: str, parallelism: int
-                        ) -> dict[str, Any] | None:
-        return self.patch_job(namespace, name, {"spec": {"parallelism": int(parallelism)}})
+    def suspend_job(self, namespace: str, name: str, *,
+                    resource: tuple[str, str, str] = BATCH_JOBS) -> dict[str, Any] | None:
+        """``spec.suspend = true``: the kind's controller deletes the job's active pods."""
+        return self.patch_job(namespace, name, {"spec": {"suspend": True}}, resource=resource)
 
-    def suspend_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """``spec.suspend = true``: the Job controller deletes the job's active pods."""
-        return self.patch_job(namespace, name, {"spec": {"suspend": True}})
-
-    def delete_job(self, namespace: str, name: str) -> bool:
-        """Delete the Job and, in the background, its pods; False if it was already gone."""
+    def delete_job(self, namespace: str, name: str, *,
+                   resource: tuple[str, str, str] = BATCH_JOBS) -> bool:
+        """Delete the job object and, in the background, its pods; False if it was gone."""
         try:
-            self._jobs(self.kube.custom.delete_namespaced_custom_object, namespace, "jobs",
+            self._jobs(self.kube.custom.delete_namespaced_custom_object, resource, namespace,
                        name, propagation_policy="Background")
         except KubeApiError as exc:
             if exc.not_found:
                 return False
             raise
         return True
-
-    def list_job_pods(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
-        answer = self.kube.call(self.kube.core.list_namespaced_pod, namespace,
-                                label_selector=f"{JOB_NAME_LABEL}={job_name}")
-        return [reduce_pod(item) for item in answer.get("items") or ()]
 
     # --- the gang Workload (Kubernetes v1.35 Workload API) -------------------------------
 
@@ -289,8 +294,8 @@ class KubeBackend:
     # --- list + watch -------------------------------------------------------------------
 
     def _list_method(self, kind: WatchKind) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        if kind is JOBS:
-            return self.kube.custom.list_cluster_custom_object, ("batch", "v1", "jobs")
+        if kind.resource is not None:
+            return self.kube.custom.list_cluster_custom_object, kind.resource
         if kind is PODS:
             return self.kube.core.list_pod_for_all_namespaces, ()
         if kind is NODES:

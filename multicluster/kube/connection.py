@@ -35,6 +35,7 @@ from multicluster.choices import ConnectionType
 from multicluster.kube.backend import KubeBackend
 from multicluster.kube.client import client_for, config_fingerprint
 from multicluster.kube.errors import KubeApiError, KubeConfigError, KubeUnavailable
+from multicluster.kube.kinds import job_kinds
 from multicluster.kube.manifests import reduce_node
 from multicluster.models import Cluster, Node
 from scheduling import conditions as cond
@@ -210,8 +211,10 @@ def probe_cluster(cluster_id: int, *, now: datetime) -> ProbeResult | None:
     try:
         backend.server_version()
         # The jobs are what the reconciler lists and watches: credentials that may not read
-        # them make the cluster unusable, as a failed watch does in Kueue.
-        backend.can_list_jobs()
+        # every enabled kind make the cluster unusable, as a failed watch does in Kueue.
+        for kind in job_kinds():
+            if kind.resource is not None:
+                backend.can_list_jobs(kind.resource)
         try:
             nodes: list[dict[str, Any]] | None = [reduce_node(n) for n in backend.list_nodes()]
         except KubeApiError as exc:

@@ -49,7 +49,6 @@ from kueueweb import live
 from multicluster.choices import ConnectionType
 from multicluster.kube import connection
 from multicluster.kube.backend import (
-    JOBS,
     PODS,
     TOMBSTONE,
     KubeBackend,
@@ -59,20 +58,20 @@ from multicluster.kube.backend import (
 )
 from multicluster.kube.client import client_for, config_fingerprint
 from multicluster.kube.errors import KubeApiError, KubeConfigError, KubeUnavailable
+from multicluster.kube.kinds import job_kinds, resource, watch_kind
 from multicluster.kube.manifests import (
     ORIGIN_LABEL,
     gang_workload,
-    job_finished,
     pod_is_active,
     reduce_job,
-    remote_job,
+    remote_object,
 )
 from multicluster.models import Cluster
-from scheduling import conditions as cond
-from scheduling import elastic, jobs, lifecycle
+from scheduling import elastic, lifecycle
+from scheduling import job_reconciler as reconciler
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.pod_security import SYSTEM_NAMESPACES
-from scheduling.models import Event, Job, ResourceFlavor, Workload
+from scheduling.models import Event, Job, Workload
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +80,6 @@ DEFAULT_WATCH_MAX_SECONDS = 5.0
 DEFAULT_PROBE_INTERVAL_SECONDS = 60
 DEFAULT_LEASE_SECONDS = 120
 STATE_TIMEOUT_SECONDS = 24 * 3600
-_RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 
 
 def _options() -> Mapping[str, Any]:
@@ -205,64 +203,6 @@ def sync_kube_cluster(cluster_id: int, *, now: datetime) -> KubeSyncOutcome:
     return outcome
 
 
-def _is_elastic(job: Job) -> bool:
-    annotations = (job.manifest.get("metadata") or {}).get("annotations") or {}
-    return jobs.is_elastic(annotations,
-                           slices_enabled=bool(_options()["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
-
-
-def _should_run(wl: Workload | None) -> bool:
-    return (wl is not None and wl.phase == WorkloadPhase.ADMITTED and wl.active
-            and not wl.cluster_name and not cond.is_true(wl.conditions, "Evicted"))
-
-
-def _placed_on_worker(wl: Workload | None) -> bool:
-    """A MultiKueue hub workload a worker admitted: its job is managed by MultiKueue (Kueue's
-    ``spec.managedBy``), which mirrors the worker's job onto it; this reconciler neither
-    runs nor stops it (eviction clears ``clusterName`` and hands it back)."""
-    return (wl is not None and bool(wl.cluster_name) and wl.phase in _RESERVED
-            and not cond.is_true(wl.conditions, "Evicted"))
-
-
-def _local_job_finished(job: Job) -> bool:
-    return job_finished(job.status) is not None
-
-
-def admitted_pods(wl: Workload, *, elastic_job: bool) -> int:
-    """The pods the job may run: the admitted counts; for an elastic slice, each pod set's
-    admitted count capped by its current count (a scale-down lowers it in place)."""
-    counts = elastic.pod_set_counts(wl.pod_sets or [])
-    total = 0
-    for assignment in (wl.admission or {}).get("podSetAssignments", ()):
-        admitted = int(assignment.get("count", 0))
-        if elastic_job:
-            admitted = min(admitted, counts.get(str(assignment.get("name", "main")), admitted))
-        total += admitted
-    return total
-
-
-def flavor_placement(cluster: Cluster, admission: Mapping[str, Any]
-                     ) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """Node labels and tolerations of the flavors assigned to the job's pod set."""
-    assignments = admission.get("podSetAssignments") or [{}]
-    names = sorted(set((assignments[0].get("flavors") or {}).values()))
-    labels: dict[str, str] = {}
-    tolerations: list[dict[str, Any]] = []
-    for flavor in ResourceFlavor.objects.filter(cluster=cluster, name__in=names).order_by("name"):
-        labels.update(flavor.node_labels or {})
-        tolerations.extend(t for t in flavor.tolerations or [] if t not in tolerations)
-    return labels, tolerations
-
-
-def _set_local_suspend(job: Job, suspend: bool, status: dict[str, Any]) -> None:
-    manifest = dict(job.manifest)
-    manifest["spec"] = {**manifest.get("spec", {}), "suspend": suspend}
-    job.manifest = manifest
-    job.suspend = suspend
-    job.status = status
-    job.save(update_fields=["manifest", "suspend", "status", "resource_version", "updated_at"])
-
-
 class _Pass:
     def __init__(self, cluster: Cluster, backend: KubeBackend, *, now: datetime,
                  outcome: KubeSyncOutcome) -> None:
@@ -271,7 +211,9 @@ class _Pass:
         self.now = now
         self.outcome = outcome
         self.events: list[Event] = []
-        self.remote: dict[str, dict[str, Any]] = {}
+        # The cluster's job objects of ours, by watch kind name and "namespace/name".
+        self.remote: dict[tuple[str, str], dict[str, Any]] = {}
+        self.kinds = {kind.name: kind for kind in job_kinds()}
         self.active_pods: Counter[str] = Counter()
         self.ready_pods: Counter[str] = Counter()
         self._gang: bool | None = None
@@ -290,9 +232,10 @@ class _Pass:
         return state
 
     def observe(self) -> None:
-        jobs_state = self._refresh(JOBS)
+        for kind in self.kinds.values():
+            state = self._refresh(kind)
+            self.remote.update(((kind.name, key), obj) for key, obj in state.objects.items())
         pods_state = self._refresh(PODS)
-        self.remote = dict(jobs_state.objects)
         for pod in pods_state.objects.values():
             key = f"{pod.get('namespace')}/{pod.get('job')}"
             if pod_is_active(pod):
@@ -336,14 +279,20 @@ class _Pass:
         self._drop_tombstones()
 
     def _drop_tombstones(self) -> None:
-        state = load_state(self.cluster, JOBS)
-        if any(obj.get(TOMBSTONE) for obj in state.objects.values()):
-            state.objects = {k: v for k, v in state.objects.items() if not v.get(TOMBSTONE)}
-            save_state(self.cluster, JOBS, state)
+        for kind in self.kinds.values():
+            state = load_state(self.cluster, kind)
+            if any(obj.get(TOMBSTONE) for obj in state.objects.values()):
+                state.objects = {k: v for k, v in state.objects.items()
+                                 if not v.get(TOMBSTONE)}
+                save_state(self.cluster, kind, state)
+
+    @staticmethod
+    def _key(job: Job) -> tuple[str, str]:
+        return watch_kind(reconciler.integration_of(job)).name, f"{job.namespace}/{job.name}"
 
     def _remote_of(self, job: Job) -> dict[str, Any] | None:
-        """The cluster's Job of ``job`` if it belongs to one of its workloads."""
-        remote = self.remote.get(f"{job.namespace}/{job.name}")
+        """The cluster's object of ``job`` if it belongs to one of its workloads."""
+        remote = self.remote.get(self._key(job))
         if remote is None or remote.get(TOMBSTONE):
             return None
         names = {wl.name for wl in job.workloads.all()}
@@ -356,17 +305,17 @@ class _Pass:
     def _reconcile(self, job: Job) -> None:
         workloads = list(job.workloads.all())
         wl = elastic.current_slice(workloads)
-        if _placed_on_worker(wl):
+        if reconciler.placed_on_worker(wl):
             return
         remote = self._remote_of(job)
-        if _should_run(wl):
+        if reconciler.should_run(wl):
             assert wl is not None
             if job.suspend:
                 self._start(job, wl)
             else:
                 self._running(job, wl, remote)
             return
-        if wl is None or wl.phase == WorkloadPhase.FINISHED or _local_job_finished(job):
+        if wl is None or wl.phase == WorkloadPhase.FINISHED or reconciler.is_finished(job):
             if remote is not None:
                 self._delete_remote(job, reason="its workload finished")
             return
@@ -388,17 +337,19 @@ class _Pass:
                              now=self.now, events=self.events)
             self.outcome.finished.append(f"{job.namespace}/{job.name}")
             return False
-        elastic_job = _is_elastic(job)
-        count = admitted_pods(wl, elastic_job=elastic_job)
-        labels, tolerations = flavor_placement(self.cluster, wl.admission or {})
+        integration = reconciler.integration_of(job)
+        elastic_job = reconciler.is_elastic(job)
+        count = reconciler.admitted_pods(wl, elastic_job=elastic_job)
         gang = self._gang_supported()
-        body = remote_job(job.manifest, namespace=job.namespace, origin=origin(),
-                          workload_name=wl.name, parallelism=count, node_labels=labels,
-                          tolerations=tolerations, gang_workload=job.name if gang else None)
+        body = remote_object(
+            integration, job.manifest, namespace=job.namespace, origin=origin(),
+            workload_name=wl.name,
+            infos=reconciler.pod_set_infos(self.cluster.pk, wl, elastic_job=elastic_job),
+            gang_workload=job.name if gang else None)
         if self.cluster.create_namespaces:
             self.backend.ensure_namespace(job.namespace)
         try:
-            created = self.backend.create_job(body)
+            created = self.backend.create_job(body, resource=self._resource(job))
         except KubeApiError as exc:
             if not exc.conflict:
                 self._failed_to_create(job, wl, exc)
@@ -410,14 +361,18 @@ class _Pass:
             created = adopted
         if gang:
             self.backend.create_gang_workload(gang_workload(
-                namespace=job.namespace, job_name=job.name, origin=origin(), min_count=count,
-                job_uid=(created.get("metadata") or {}).get("uid")))
+                integration, namespace=job.namespace, job_name=job.name, origin=origin(),
+                min_count=count, job_uid=(created.get("metadata") or {}).get("uid")))
         return True
+
+    @staticmethod
+    def _resource(job: Job) -> tuple[str, str, str]:
+        return resource(reconciler.integration_of(job))
 
     def _adopt_existing(self, job: Job, wl: Workload) -> dict[str, Any] | None:
         """The name is taken: ours and running is adopted (returned); a suspended or stale
         one of ours is deleted, a foreign one reported (None: try again later)."""
-        existing = self.backend.get_job(job.namespace, job.name)
+        existing = self.backend.get_job(job.namespace, job.name, resource=self._resource(job))
         if existing is None:
             return None
         found = reduce_job(existing)
@@ -448,56 +403,56 @@ class _Pass:
         key = _key(self.cluster.pk, "warned", str(wl.pk), str(abs(hash((reason, message)))))
         if cache.add(key, 1, timeout=300):
             self.events.append(lifecycle.workload_event(
-                wl, reason, message, now=self.now, type_=EventType.WARNING, kind="Job"))
+                wl, reason, message, now=self.now, type_=EventType.WARNING,
+                kind=wl.job.kind if wl.job is not None else "Workload"))
         logger.warning("cluster %s: %s", self.cluster.name, message)
 
     def _start(self, job: Job, wl: Workload) -> None:
         if not self._create_remote(job, wl):
             return
-        status = {k: v for k, v in (job.status or {}).items() if k != "completionTime"}
-        status["startTime"] = cond.timestamp(self.now)
-        status["conditions"] = cond.set_condition(
-            status.get("conditions", []), "Suspended", False, "JobResumed", "Job resumed",
-            now=self.now)
-        _set_local_suspend(job, False, status)
-        cq = (wl.admission or {}).get("clusterQueue", "")
-        self.events.append(lifecycle.workload_event(
-            wl, "Started", f"Admitted by clusterQueue {cq}; running on cluster "
-            f"{self.cluster.name}", now=self.now, kind="Job"))
+        reconciler.mark_started(job, wl, now=self.now, events=self.events,
+                                where=f"; running on cluster {self.cluster.name}")
         self.outcome.started.append(f"{job.namespace}/{job.name}")
 
     # --- running: scale and report ------------------------------------------------------
 
     def _running(self, job: Job, wl: Workload, remote: dict[str, Any] | None) -> None:
         key = f"{job.namespace}/{job.name}"
-        tombstone = self.remote.get(key) if remote is None else None
-        if remote is None and tombstone is not None and job_finished(tombstone.get("status")):
+        integration = reconciler.integration_of(job)
+        resource = self._resource(job)
+        tombstone = self.remote.get(self._key(job)) if remote is None else None
+        if (remote is None and tombstone is not None
+                and integration.finished(tombstone.get("status"))):
             remote = tombstone  # finished, then deleted (ttlSecondsAfterFinished): report it
         if remote is None:
-            fetched = self.backend.get_job(job.namespace, job.name)
+            fetched = self.backend.get_job(job.namespace, job.name, resource=resource)
             if fetched is None:
                 # Deleted behind our back while the workload is admitted: run it again.
                 if self._create_remote(job, wl):
                     self.events.append(lifecycle.workload_event(
                         wl, "Recreated", f"The job was missing on cluster {self.cluster.name} "
                         "and was created again", now=self.now, type_=EventType.WARNING,
-                        kind="Job"))
+                        kind=job.kind))
                     self.outcome.started.append(key)
                 return
             remote = reduce_job(fetched)
         if remote.get("deleting"):
             return
-        elastic_job = _is_elastic(job)
-        wanted = admitted_pods(wl, elastic_job=elastic_job)
+        elastic_job = reconciler.is_elastic(job)
+        wanted = reconciler.admitted_pods(wl, elastic_job=elastic_job)
         if not remote.get(TOMBSTONE):
-            if remote.get("suspend") and job_finished(remote.get("status")) is None:
+            if remote.get("suspend") and integration.finished(remote.get("status")) is None:
                 # Admitted, so the job runs (Kueue's job reconciler unsuspends it).
-                self.backend.patch_job(job.namespace, job.name, {"spec": {"suspend": False}})
+                self.backend.patch_job(job.namespace, job.name, {"spec": {"suspend": False}},
+                                       resource=resource)
             if elastic_job and remote.get("parallelism") != wanted:
-                self.backend.set_parallelism(job.namespace, job.name, wanted)
+                # The kind's scale of an empty object is the merge patch of its counts.
+                infos = reconciler.pod_set_infos(self.cluster.pk, wl, elastic_job=True)
+                patch = integration.scale({}, {info.name: info.count for info in infos})
+                self.backend.patch_job(job.namespace, job.name, patch, resource=resource)
                 self.events.append(lifecycle.workload_event(
                     wl, "Scaled", f"Parallelism {remote.get('parallelism')} -> {wanted} on "
-                    f"cluster {self.cluster.name}", now=self.now, kind="Job"))
+                    f"cluster {self.cluster.name}", now=self.now, kind=job.kind))
                 self.outcome.scaled.append(key)
         self._report(job, wl, remote, wanted=wanted)
 
@@ -507,19 +462,9 @@ class _Pass:
         if status and status != job.status:
             job.status = status
             job.save(update_fields=["status", "resource_version", "updated_at"])
-        spec = job.manifest.get("spec") or {}
-        annotations = (job.manifest.get("metadata") or {}).get("annotations") or {}
-        completions = spec.get("completions")
-        if annotations.get(jobs.JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) == "true":
-            completions = wanted
-        finished = job_finished(status)
-        ready = int(status["ready"]) if "ready" in status else self.ready_pods[key]
-        report = lifecycle.JobReport(
-            parallelism=wanted, completions=None if completions is None else int(completions),
-            active=int(status.get("active", 0)), ready=ready,
-            succeeded=int(status.get("succeeded", 0)), failed=int(status.get("failed", 0)),
-            finished=finished,
-        )
+        report = reconciler.integration_of(job).report(
+            job.manifest, status, wanted=wanted, ready_pods=self.ready_pods[key])
+        finished = report.finished
         if not lifecycle.sync_job_status(wl, report, now=self.now, events=self.events):
             return
         if finished is not None:
@@ -530,46 +475,51 @@ class _Pass:
     # --- stop and clean up --------------------------------------------------------------
 
     def _delete_remote(self, job: Job, *, reason: str) -> None:
-        self._delete_remote_named(job.namespace, job.name, reason=reason)
+        self._delete_remote_named(self._key(job)[0], job.namespace, job.name, reason=reason)
 
-    def _delete_remote_named(self, namespace: str, name: str, *, reason: str) -> None:
-        deleted = self.backend.delete_job(namespace, name)
+    def _delete_remote_named(self, kind: str, namespace: str, name: str, *,
+                             reason: str) -> None:
+        resource = self.kinds[kind].resource if kind in self.kinds else None
+        if resource is None:
+            return
+        deleted = self.backend.delete_job(namespace, name, resource=resource)
         if self._gang_supported():
             self.backend.delete_gang_workload(namespace, name)
         if deleted:
-            logger.info("cluster %s: deleted job %s/%s (%s)", self.cluster.name, namespace,
-                        name, reason)
+            logger.info("cluster %s: deleted %s %s/%s (%s)", self.cluster.name, kind,
+                        namespace, name, reason)
             self.outcome.deleted.append(f"{namespace}/{name}")
-        self.remote.pop(f"{namespace}/{name}", None)
+        self.remote.pop((kind, f"{namespace}/{name}"), None)
 
     def _delete_orphans(self, local: Sequence[Job]) -> None:
-        """Delete the cluster's Jobs of ours whose local job is gone: a MultiKueue copy
-        removed while this worker was unreachable (its workload was dispatched again
+        """Delete the cluster's job objects of ours whose local job is gone: a MultiKueue
+        copy removed while this worker was unreachable (its workload was dispatched again
         elsewhere), or a job deleted meanwhile. Kueue removes such remote objects once the
         worker is back; left running, the job would run twice."""
-        known = {f"{job.namespace}/{job.name}" for job in local}
+        known = {self._key(job) for job in local}
         for key, remote in list(self.remote.items()):
             if key in known or remote.get(TOMBSTONE):
                 continue
             try:
-                self._delete_remote_named(str(remote.get("namespace")),
+                self._delete_remote_named(key[0], str(remote.get("namespace")),
                                           str(remote.get("name")), reason="its job is gone")
             except KubeApiError as exc:
-                logger.warning("cluster %s: leftover job %s not deleted: %s",
-                               self.cluster.name, key, exc)
+                logger.warning("cluster %s: leftover %s %s not deleted: %s",
+                               self.cluster.name, key[0], key[1], exc)
 
     def _stop(self, job: Job, wl: Workload, workloads: Sequence[Workload],
               remote: dict[str, Any] | None) -> None:
-        """Suspend the cluster's Job; once its pods are gone delete it and release."""
+        """Suspend the cluster's object; once its pods are gone delete it and release."""
         key = f"{job.namespace}/{job.name}"
+        resource = self._resource(job)
         if remote is None and not job.suspend:
             # The watch may not have seen a job created moments ago: ask.
-            fetched = self.backend.get_job(job.namespace, job.name)
+            fetched = self.backend.get_job(job.namespace, job.name, resource=resource)
             remote = reduce_job(fetched) if fetched is not None else None
         if remote is not None:
             if not remote.get("suspend") and not remote.get("deleting"):
                 try:
-                    self.backend.suspend_job(job.namespace, job.name)
+                    self.backend.suspend_job(job.namespace, job.name, resource=resource)
                 except KubeApiError as exc:
                     if not exc.forbidden:
                         raise
@@ -584,21 +534,6 @@ class _Pass:
                     return
                 self._delete_remote(job, reason="its workload was evicted")
         if not job.suspend:
-            status = {k: v for k, v in (job.status or {}).items() if k != "startTime"}
-            status.update(active=0, ready=0)
-            status["conditions"] = cond.set_condition(
-                status.get("conditions", []), "Suspended", True, "JobSuspended",
-                "Job suspended", now=self.now)
-            _set_local_suspend(job, True, status)
-        releasing = [w for w in elastic.not_finished(workloads)
-                     if w.phase in _RESERVED and cond.find(w.conditions, "Evicted")]
-        if not releasing:
-            return
-        self.outcome.stopped.append(key)
-        evicted = cond.find(releasing[-1].conditions, "Evicted") or {}
-        self.events.append(lifecycle.workload_event(
-            releasing[-1], "Stopped",
-            str(evicted.get("message") or "The workload is not admitted"), now=self.now,
-            kind="Job"))
-        for w in releasing:
-            lifecycle.release_stopped(w, now=self.now)
+            reconciler.mark_suspended(job, now=self.now)
+        if reconciler.release_stopped(job, workloads, wl, now=self.now, events=self.events):
+            self.outcome.stopped.append(key)

@@ -56,17 +56,16 @@ from multicluster.choices import ClusterRole, ConnectionType, PodPhase
 from multicluster.core import placement
 from multicluster.core.pods import run_seconds
 from multicluster.models import Cluster, Node, Pod, PodGroup
-from scheduling import admission, elastic, jobs, lifecycle
+from scheduling import admission, elastic, jobframework, lifecycle
 from scheduling import conditions as cond
+from scheduling import job_reconciler as reconciler
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.quantities import quantity_to_int
-from scheduling.models import Event, Job, ResourceFlavor, Workload, name_order
+from scheduling.models import Event, Job, Workload, name_order
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 Job spec.backoffLimit default
 _ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING)
-_RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 # A gated pod's PodScheduled condition (Kubernetes' pod strategy, PodReasonSchedulingGated).
 GATED_REASON = "SchedulingGated"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
@@ -179,115 +178,24 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
 # =========================================================================================
 
 
-def _job_finished(job: Job) -> bool:
-    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-               for c in (job.status or {}).get("conditions", ()))
-
-
-def _is_elastic(job: Job) -> bool:
-    """The job scales through workload slices (annotation and ElasticJobsViaWorkloadSlices)."""
-    config: dict[str, Any] = settings.KUEUEWEB
-    annotations = (job.manifest.get("metadata") or {}).get("annotations") or {}
-    return jobs.is_elastic(annotations,
-                           slices_enabled=bool(config["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
-
-
-def _parallelism(spec: Mapping[str, Any]) -> int:
-    """spec.parallelism, Kubernetes' default 1 (0 is allowed: no pods)."""
-    value = spec.get("parallelism")
-    return 1 if value is None else max(int(value), 0)
-
-
-def _wanted_pods(spec: Mapping[str, Any], succeeded: int) -> int:
-    """The pods the Job controller keeps: min(parallelism, pods still to succeed), where
-    the simulator counts ``parallelism`` completions when ``completions`` is unset."""
-    parallelism = _parallelism(spec)
-    completions = spec.get("completions")
-    target = parallelism if completions is None else int(completions)
-    return max(min(parallelism, target - succeeded), 0)
-
-
-def _allowed_pods(wl: Workload) -> int:
-    """The pods a slice lets run: per pod set min(admitted count, current pod set count); a
-    scale-down lowers the pod set count in place and leaves ``admission`` as it was."""
-    counts = elastic.pod_set_counts(wl.pod_sets or [])
-    total = 0
-    for assignment in (wl.admission or {}).get("podSetAssignments", ()):
-        admitted = int(assignment.get("count", 0))
-        total += min(admitted, counts.get(str(assignment.get("name", "main")), admitted))
-    return total
-
-
-def _should_run(wl: Workload | None) -> bool:
-    return (wl is not None and wl.phase == WorkloadPhase.ADMITTED and wl.active
-            and not wl.cluster_name and not cond.is_true(wl.conditions, "Evicted"))
-
-
-def _set_suspend(job: Job, suspend: bool, status: dict[str, Any]) -> None:
-    manifest = dict(job.manifest)
-    manifest["spec"] = {**manifest.get("spec", {}), "suspend": suspend}
-    job.manifest = manifest
-    job.suspend = suspend
-    job.status = status
-    job.save(update_fields=["manifest", "suspend", "status", "resource_version", "updated_at"])
-
-
 def _stop_jobs(cluster: Cluster, *, now: datetime, events: list[Event],
                outcome: SyncOutcome) -> None:
     """Suspend running jobs whose workload is not admitted any more; once their pods are
     gone, the workload's quota is released."""
     running = Job.objects.filter(cluster=cluster, suspend=False).prefetch_related("workloads")
     for job in running:
-        if _job_finished(job):
+        if reconciler.is_finished(job):
             continue
         workloads = list(job.workloads.all())
         wl = elastic.current_slice(workloads)
-        if _should_run(wl) or (wl is not None and wl.cluster_name and wl.phase in _RESERVED
-                               and not cond.is_true(wl.conditions, "Evicted")):
+        if reconciler.should_run(wl) or reconciler.placed_on_worker(wl):
             # Running here, or a MultiKueue hub job whose status mirrors its worker's.
             continue
         Pod.objects.filter(job=job, phase__in=_ACTIVE_PHASES).delete()
         PodGroup.objects.filter(job=job).delete()
-        status = {k: v for k, v in (job.status or {}).items() if k not in ("startTime",)}
-        status.update(active=0, ready=0)
-        status["conditions"] = cond.set_condition(
-            status.get("conditions", []), "Suspended", True, "JobSuspended", "Job suspended",
-            now=now)
-        _set_suspend(job, True, status)
+        reconciler.mark_suspended(job, now=now)
         outcome.stopped.append(f"{job.namespace}/{job.name}")
-        # The evicted workloads that still hold quota get it back now that the pods are
-        # gone. A job has one; an elastic job whose admitted slice was evicted while a
-        # scale-up slice waited has the evicted slice, and current_slice is the waiting one.
-        releasing = [w for w in elastic.not_finished(workloads)
-                     if w.phase in _RESERVED and cond.find(w.conditions, "Evicted")]
-        if releasing and (wl is None or wl not in releasing):
-            wl = releasing[-1]
-        if wl is None:
-            continue
-        evicted = cond.find(wl.conditions, "Evicted") or {}
-        events.append(lifecycle.workload_event(
-            wl, "Stopped", str(evicted.get("message") or "The workload is not admitted"),
-            now=now, kind="Job"))
-        for w in releasing:
-            lifecycle.release_stopped(w, now=now)
-
-
-def _flavor_placement(cluster: Cluster, admission: Mapping[str, Any]) -> dict[str, Any]:
-    """Node labels and tolerations of the flavors assigned to each pod set."""
-    names = {f for ps in admission.get("podSetAssignments", ())
-             for f in (ps.get("flavors") or {}).values()}
-    flavors = {f.name: f for f in ResourceFlavor.objects.filter(cluster=cluster, name__in=names)}
-    result: dict[str, Any] = {}
-    for ps in admission.get("podSetAssignments", ()):
-        labels: dict[str, str] = {}
-        tolerations: list[dict[str, Any]] = []
-        for name in sorted(set((ps.get("flavors") or {}).values())):
-            flavor = flavors.get(name)
-            if flavor is not None:
-                labels.update(flavor.node_labels or {})
-                tolerations.extend(flavor.tolerations or [])
-        result[ps.get("name", "main")] = (labels, tolerations)
-    return result
+        reconciler.release_stopped(job, workloads, wl, now=now, events=events)
 
 
 def _start_jobs(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
@@ -300,70 +208,50 @@ def _start_jobs(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
     for wl in sorted(admitted, key=name_order):  # sorted here: see name_order
         job = wl.job
         assert job is not None
-        if cond.is_true(wl.conditions, "Evicted") or _job_finished(job):
+        if cond.is_true(wl.conditions, "Evicted") or reconciler.is_finished(job):
             continue
-        elastic_job = _is_elastic(job)
+        controller = reconciler.integration_of(job).simulated
+        if controller is None:
+            continue  # a kind the simulated cluster cannot run
+        elastic_job = reconciler.is_elastic(job)
         if elastic_job:
             current = elastic.current_slice(job.workloads.all())
             if current is None or current.pk != wl.pk:
                 continue  # an older slice still admitted: the job runs on the newest
-        admission = wl.admission or {}
-        succeeded = int((job.status or {}).get("succeeded", 0))
-        spec = job.manifest.get("spec", {})
-        completions = spec.get("completions")
-        flavors = _flavor_placement(cluster, admission)
         pod_sets = {ps.get("name", "main"): ps for ps in wl.pod_sets}
-        for assignment in admission.get("podSetAssignments", ()):
-            name = assignment.get("name", "main")
-            admitted_count = int(assignment.get("count", 0))
-            pod_set = pod_sets.get(name, {})
-            if elastic_job:
-                # The pods the slice lets run (a scale-down lowered the pod set count); the
-                # rest of the job's parallelism waits gated (``_reconcile_elastic``).
-                admitted_count = min(admitted_count, int(pod_set.get("count", admitted_count)))
-                remaining = min(admitted_count, _wanted_pods(spec, succeeded))
-            else:
-                remaining = admitted_count if completions is None else max(
-                    min(admitted_count, int(completions) - succeeded), 0)
+        for info in reconciler.pod_set_infos(cluster.pk, wl, elastic_job=elastic_job):
+            pod_set = pod_sets.get(info.name, {})
+            remaining = controller.first_pods(job.manifest, job.status or {}, info, pod_set,
+                                              elastic=elastic_job)
             if remaining <= 0:
                 continue
-            min_count = pod_set.get("minCount") or admitted_count
+            min_count = pod_set.get("minCount") or info.count
             group = PodGroup.objects.create(
-                cluster=cluster, workload=wl, job=job, pod_set=name,
+                cluster=cluster, workload=wl, job=job, pod_set=info.name,
                 min_count=min(int(min_count), remaining), created_at=now, waiting_since=now,
             )
-            labels, tolerations = flavors.get(name, ({}, []))
-            _create_pods(cluster, job, wl, pod_set, remaining, group=group, labels=labels,
-                         tolerations=tolerations, now=now)
-        status = {k: v for k, v in (job.status or {}).items() if k != "completionTime"}
-        status["startTime"] = cond.timestamp(now)
-        status["conditions"] = cond.set_condition(
-            status.get("conditions", []), "Suspended", False, "JobResumed", "Job resumed",
-            now=now)
-        _set_suspend(job, False, status)
-        cq = admission.get("clusterQueue", "")
-        events.append(lifecycle.workload_event(
-            wl, "Started", f"Admitted by clusterQueue {cq}", now=now, kind="Job"))
+            _create_pods(cluster, job, wl, pod_set, remaining, group=group, info=info, now=now)
+        reconciler.mark_started(job, wl, now=now, events=events)
         outcome.started.append(f"{job.namespace}/{job.name}")
 
 
 def _create_pods(cluster: Cluster, job: Job, wl: Workload, pod_set: Mapping[str, Any],
-                 count: int, *, group: PodGroup | None, labels: Mapping[str, str],
-                 tolerations: Sequence[Mapping[str, Any]], now: datetime,
-                 gates: Sequence[str] = ()) -> list[Pod]:
-    """Create ``count`` pods of ``pod_set`` (with scheduling ``gates``: SchedulingGated)."""
+                 count: int, *, group: PodGroup | None, info: jobframework.PodSetInfo,
+                 now: datetime, gates: Sequence[str] = ()) -> list[Pod]:
+    """Create ``count`` pods of ``pod_set`` with the admission's placement ``info`` (with
+    scheduling ``gates``: SchedulingGated)."""
     template = pod_set.get("template") or {}
     pod_spec = template.get("spec") or {}
-    selector = {**(pod_spec.get("nodeSelector") or {}), **labels}
-    all_tolerations = list(pod_spec.get("tolerations") or []) + list(tolerations)
-    requests = jobs.pod_set_requests(pod_set)
+    selector = {**(pod_spec.get("nodeSelector") or {}), **info.node_selector}
+    all_tolerations = list(pod_spec.get("tolerations") or []) + list(info.tolerations)
+    requests = jobframework.pod_set_requests(pod_set)
     taken = set(Pod.objects.filter(cluster=cluster, namespace=job.namespace,
                                    name__startswith=f"{job.name}-").values_list("name", flat=True))
     pods = []
     for _ in range(count):
-        name = jobs.generate_name(f"{job.name}-")
+        name = jobframework.generate_name(f"{job.name}-")
         while name in taken:
-            name = jobs.generate_name(f"{job.name}-")
+            name = jobframework.generate_name(f"{job.name}-")
         taken.add(name)
         pods.append(Pod(
             cluster=cluster, namespace=job.namespace, name=name, job=job, workload=wl,
@@ -527,34 +415,82 @@ def _schedule(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
 # =========================================================================================
 
 
+class _JobPods:
+    """The pods of one running job, as its kind's simulated controller sees them
+    (``jobframework.SimulatedPods``)."""
+
+    def __init__(self, cluster: Cluster, job: Job, wl: Workload, pods: list[Pod], *,
+                 now: datetime, events: list[Event]) -> None:
+        self.cluster, self.job, self.wl = cluster, job, wl
+        self.pods = pods
+        self.now, self.events = now, events
+        self._info: jobframework.PodSetInfo | None = None
+
+    def all(self) -> list[jobframework.SimulatedPod]:
+        return list(self.pods)
+
+    def create(self, count: int, *, gates: Sequence[str] = ()) -> list[jobframework.SimulatedPod]:
+        if self._info is None:
+            infos = reconciler.pod_set_infos(self.cluster.pk, self.wl, elastic_job=False)
+            self._info = infos[0] if infos else jobframework.PodSetInfo("main", 0)
+        pod_set = self.wl.pod_sets[0] if self.wl.pod_sets else {"name": "main"}
+        created = _create_pods(self.cluster, self.job, self.wl, pod_set, count, group=None,
+                               info=self._info, now=self.now, gates=gates)
+        self.pods.extend(created)
+        return list(created)
+
+    def delete(self, pods: Sequence[jobframework.SimulatedPod], *, reason: str = "") -> None:
+        doomed = {pod.name for pod in pods}
+        Pod.objects.filter(job=self.job, name__in=doomed).delete()
+        self.pods = [p for p in self.pods if p.name not in doomed]
+        if reason:
+            self.events.extend(lifecycle.workload_event(
+                self.wl, reason, f"Deleted pod: {pod.name}", now=self.now, kind=self.job.kind)
+                for pod in pods)
+
+    def ungate(self, pods: Sequence[jobframework.SimulatedPod]) -> None:
+        names = {pod.name for pod in pods}
+        opened = [p for p in self.pods if p.name in names]
+        for pod in opened:
+            pod.scheduling_gates, pod.reason, pod.message = [], "", ""
+        Pod.objects.bulk_update(opened, ["scheduling_gates", "reason", "message"])
+
+
 def _report(cluster: Cluster, *, now: datetime, events: list[Event],
             outcome: SyncOutcome) -> None:
-    """Compute each running job's status, replace finished or failed pods (elastic jobs:
-    follow the admitted slice), finish the job, and tell the workload lifecycle."""
+    """Let each running job's kind controller replace, scale and finish its pods (elastic
+    jobs: follow the admitted slice), store the job's status, and tell the workload
+    lifecycle."""
     running = list(Job.objects.filter(cluster=cluster, suspend=False)
                    .prefetch_related("workloads"))
     if not running:
         return
-    counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for job_id, phase, ready in Pod.objects.filter(job__in=running).values_list(
-            "job_id", "phase", "ready"):
-        counts[job_id][phase] += 1
-        counts[job_id]["ready"] += int(ready)
+    pods: dict[int | None, list[Pod]] = defaultdict(list)
+    for pod in Pod.objects.filter(job__in=running).order_by("created_at", "id"):
+        pods[pod.job_id].append(pod)
     for pending in Pod.objects.filter(cluster=cluster, phase__in=_ACTIVE_PHASES).filter(
             Q(ready_at__gt=now) | Q(finish_at__gt=now)).values_list("ready_at", "finish_at"):
         ready_at, finish_at = pending
         outcome.due(ready_at if ready_at and ready_at > now else finish_at)
     for job in running:
-        if _job_finished(job):
+        if reconciler.is_finished(job):
             continue
         wl = elastic.current_slice(job.workloads.all())
-        if not _should_run(wl):
+        if not reconciler.should_run(wl):
             continue
         assert wl is not None
-        if _is_elastic(job):
-            status, report = _reconcile_elastic(cluster, job, wl, now=now, events=events)
-        else:
-            status, report = _reconcile_job(cluster, job, wl, counts[job.pk], now=now)
+        controller = reconciler.integration_of(job).simulated
+        if controller is None:
+            continue
+        elastic_job = reconciler.is_elastic(job)
+        if elastic_job:
+            _follow_slice(job, wl)
+        status, report = controller.reconcile(
+            job.manifest, job.status or {},
+            _JobPods(cluster, job, wl, pods[job.pk], now=now, events=events),
+            admitted=reconciler.admitted_pods(wl, elastic_job=False),
+            allowed=reconciler.admitted_pods(wl, elastic_job=elastic_job),
+            elastic=elastic_job, now=now)
         if status != job.status:
             job.status = status
             job.save(update_fields=["status", "resource_version", "updated_at"])
@@ -564,165 +500,10 @@ def _report(cluster: Cluster, *, now: datetime, events: list[Event],
             outcome.finished.append(f"{job.namespace}/{job.name}")
 
 
-def _reconcile_job(cluster: Cluster, job: Job, wl: Workload, c: Mapping[str, int], *,
-                   now: datetime) -> tuple[dict[str, Any], lifecycle.JobReport]:
-    """A job of fixed size: replace terminated pods up to the admitted count, then finish
-    once ``completions`` (else the admitted count) pods succeeded or too many failed."""
-    spec = job.manifest.get("spec", {})
-    admitted = sum(int(ps.get("count", 0))
-                   for ps in (wl.admission or {}).get("podSetAssignments", ()))
-    completions = spec.get("completions")
-    target = admitted if completions is None else int(completions)
-    backoff_limit = spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)
-    active = c[PodPhase.PENDING] + c[PodPhase.RUNNING]
-    succeeded, failed = c[PodPhase.SUCCEEDED], c[PodPhase.FAILED]
-    status = dict(job.status or {})
-    finished: tuple[str, str] | None = None
-    if failed > int(backoff_limit):
-        Pod.objects.filter(job=job, phase__in=_ACTIVE_PHASES).delete()
-        active = 0
-        status["conditions"], finished = _failed(status, now=now)
-    elif succeeded >= target:
-        status["completionTime"] = cond.timestamp(now)
-        status["conditions"], finished = _complete(status, now=now)
-    else:
-        missing = min(admitted, target - succeeded) - active
-        if missing > 0:
-            labels, tolerations = _flavor_placement(cluster, wl.admission or {}).get(
-                "main", ({}, []))
-            pod_set = wl.pod_sets[0] if wl.pod_sets else {"name": "main"}
-            _create_pods(cluster, job, wl, pod_set, missing, group=None, labels=labels,
-                         tolerations=tolerations, now=now)
-            active += missing
-    status.update(active=active, ready=c["ready"] if not finished else 0,
-                  succeeded=succeeded, failed=failed)
-    report = lifecycle.JobReport(
-        parallelism=admitted, completions=None if completions is None else int(completions),
-        active=active, ready=c["ready"], succeeded=succeeded, failed=failed,
-        finished=finished,
-    )
-    return status, report
-
-
-def _failed(status: Mapping[str, Any], *, now: datetime
-            ) -> tuple[list[dict[str, Any]], tuple[str, str]]:
-    message = "Job has reached the specified backoff limit"
-    conditions = cond.set_condition(status.get("conditions", []), "Failed", True,
-                                    "BackoffLimitExceeded", message, now=now)
-    return conditions, ("Failed", message)
-
-
-def _complete(status: Mapping[str, Any], *, now: datetime
-              ) -> tuple[list[dict[str, Any]], tuple[str, str]]:
-    conditions = cond.set_condition(status.get("conditions", []), "Complete", True, "", "",
-                                    now=now)
-    return conditions, ("Succeeded", "Job finished successfully")
-
-
-# =========================================================================================
-# Elastic jobs (workload slices)
-# =========================================================================================
-
-
-def _reconcile_elastic(cluster: Cluster, job: Job, wl: Workload, *, now: datetime,
-                       events: list[Event]) -> tuple[dict[str, Any], lifecycle.JobReport]:
-    """An elastic job runs on its current slice ``wl``: the Job controller keeps
-    min(parallelism, pods still to succeed) pods, of which the slice's admitted count run
-    and the rest wait gated; a scale-down deletes the excess, an admitted scale-up ungates.
-
-    Job status ``active`` counts the gated pods too (Kubernetes does); the report to the
-    workload lifecycle counts the pods the slice lets run.
-    """
-    _follow_slice(job, wl)
-    spec = job.manifest.get("spec", {})
-    pods = list(Pod.objects.filter(job=job).order_by("created_at", "id"))
-    succeeded = sum(p.phase == PodPhase.SUCCEEDED for p in pods)
-    failed = sum(p.phase == PodPhase.FAILED for p in pods)
-    active = [p for p in pods if p.phase in _ACTIVE_PHASES]
-    completions = spec.get("completions")
-    parallelism = _parallelism(spec)
-    target = parallelism if completions is None else int(completions)
-    backoff_limit = int(spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT))
-    allowed = _allowed_pods(wl)
-    status = dict(job.status or {})
-    finished: tuple[str, str] | None = None
-    if failed > backoff_limit:
-        Pod.objects.filter(pk__in=[p.pk for p in active]).delete()
-        active = []
-        status["conditions"], finished = _failed(status, now=now)
-    elif target > 0 and succeeded >= target:
-        # Parallelism 0 (without completions) keeps the job running with no pods.
-        Pod.objects.filter(pk__in=[p.pk for p in active]).delete()
-        active = []
-        status["completionTime"] = cond.timestamp(now)
-        status["conditions"], finished = _complete(status, now=now)
-    else:
-        active = _scale_pods(cluster, job, wl, active, wanted=_wanted_pods(spec, succeeded),
-                             allowed=allowed, now=now, events=events)
-    running = [p for p in active if not p.gated]
-    ready = sum(p.ready for p in running)
-    status.update(active=len(active), ready=ready if not finished else 0,
-                  succeeded=succeeded, failed=failed)
-    report = lifecycle.JobReport(
-        parallelism=allowed, completions=None if completions is None else int(completions),
-        active=len(running), ready=ready, succeeded=succeeded, failed=failed,
-        finished=finished,
-    )
-    return status, report
-
-
 def _follow_slice(job: Job, wl: Workload) -> None:
     """After a slice replacement the job's pods and pod groups belong to the new slice."""
     Pod.objects.filter(job=job).exclude(workload=wl).update(workload=wl)
     PodGroup.objects.filter(job=job).exclude(workload=wl).update(workload=wl)
-
-
-def _removal_order(pods: Iterable[Pod]) -> list[Pod]:
-    """The order in which the Job controller deletes active pods when it has too many
-    (``controller.ActivePods``): unbound before bound, pending before running, not ready
-    before ready, ready for less time first, then the newest first."""
-    def key(pod: Pod) -> tuple[int, int, int, float, float]:
-        ready_since = pod.ready_at.timestamp() if pod.ready and pod.ready_at else 0.0
-        return (int(bool(pod.node_name)), int(pod.phase == PodPhase.RUNNING), int(pod.ready),
-                -ready_since, -pod.created_at.timestamp())
-    return sorted(pods, key=key)
-
-
-def _scale_pods(cluster: Cluster, job: Job, wl: Workload, active: list[Pod], *, wanted: int,
-                allowed: int, now: datetime, events: list[Event]) -> list[Pod]:
-    """Bring an elastic job's active pods to ``wanted``, at most ``allowed`` of them
-    ungated; returns the active pods afterwards."""
-    doomed = _removal_order(active)[:max(len(active) - wanted, 0)]
-    rest = [p for p in active if p not in doomed]
-    ungated = [p for p in rest if not p.gated]
-    extra = _removal_order(ungated)[:max(len(ungated) - allowed, 0)]
-    doomed += extra
-    if doomed:
-        Pod.objects.filter(pk__in=[p.pk for p in doomed]).delete()
-        events.extend(lifecycle.workload_event(wl, "SuccessfulDelete", f"Deleted pod: {p.name}",
-                                               now=now, kind="Job") for p in doomed)
-        rest = [p for p in rest if p not in extra]
-        ungated = [p for p in ungated if p not in extra]
-    # Kueue's elastic job ungater: at most allowed - ungated pods, lowest names first.
-    room = allowed - len(ungated)
-    opened = sorted((p for p in rest if p.gated), key=lambda p: p.name)[:max(room, 0)]
-    for pod in opened:
-        pod.scheduling_gates, pod.reason, pod.message = [], "", ""
-    if opened:
-        Pod.objects.bulk_update(opened, ["scheduling_gates", "reason", "message"])
-        room -= len(opened)
-    missing = wanted - len(rest)
-    if missing > 0:
-        labels, tolerations = _flavor_placement(cluster, wl.admission or {}).get(
-            "main", ({}, []))
-        pod_set = wl.pod_sets[0] if wl.pod_sets else {"name": "main"}
-        free = min(max(room, 0), missing)
-        for count, gates in ((free, ()), (missing - free, (elastic.ELASTIC_JOB_SCHEDULING_GATE,))):
-            if count > 0:
-                rest += _create_pods(cluster, job, wl, pod_set, count, group=None,
-                                     labels=labels, tolerations=tolerations, now=now,
-                                     gates=gates)
-    return rest
 
 
 def _sync_period() -> float:

@@ -12,7 +12,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from scheduling import jobs
+from scheduling import jobframework
 from scheduling.api.base import object_metadata
 from scheduling.choices import WorkloadPhase
 from scheduling.models import Job, Workload
@@ -56,8 +56,8 @@ def workload_status(workload: Workload) -> dict[str, Any]:
         "clusterName": workload.cluster_name or None,
         # What the scheduler considers for a workload that is not admitted (Kueue).
         "resourceRequests": [
-            {"name": ps.get("name", jobs.DEFAULT_POD_SET_NAME),
-             "resources": jobs.pod_set_total_requests(ps)}
+            {"name": ps.get("name", jobframework.DEFAULT_POD_SET_NAME),
+             "resources": jobframework.pod_set_total_requests(ps)}
             for ps in workload.pod_sets
         ] if pending else [],
     }
@@ -69,7 +69,7 @@ def workload_to_dict(workload: Workload) -> dict[str, Any]:
         "apiVersion": WORKLOAD_API_VERSION,
         "kind": "Workload",
         "metadata": workload_metadata(workload),
-        "spec": jobs.spec_of(workload),
+        "spec": jobframework.spec_of(workload),
         "status": workload_status(workload),
     }
 
@@ -117,7 +117,7 @@ class ObjectMetaSerializer(serializers.Serializer[Any]):
 
 
 class PodSetSerializer(serializers.Serializer[Any]):
-    name = serializers.CharField(required=False, default=jobs.DEFAULT_POD_SET_NAME)
+    name = serializers.CharField(required=False, default=jobframework.DEFAULT_POD_SET_NAME)
     count = serializers.IntegerField(required=False, default=1, min_value=1)
     minCount = serializers.IntegerField(
         required=False, min_value=1,

@@ -33,7 +33,7 @@ from kueueweb.api import ConflictError as Conflict
 from kueueweb.api import PayloadTooLarge, URLArgumentsMixin
 from kueueweb.roles import Role
 from multicluster.models import Cluster
-from scheduling import elastic, jobs, services, yamlio
+from scheduling import elastic, jobframework, services, yamlio
 from scheduling.api.workload_filters import JobFilter, WorkloadFilter
 from scheduling.api.workload_serializers import (
     JobPatchSerializer,
@@ -269,7 +269,7 @@ class WorkloadViewSet(_DomainViewSet):
             try:
                 workload = services.create_workload(
                     body.get("spec"), namespace=namespace,
-                    name=name or jobs.generate_name(generate), cluster=cluster,
+                    name=name or jobframework.generate_name(generate), cluster=cluster,
                     labels=labels, annotations=annotations, user=request.user,
                 )
                 break

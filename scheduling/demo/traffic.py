@@ -31,7 +31,8 @@ from multicluster.core.pods import RUN_SECONDS_ANNOTATION
 from multicluster.models import Cluster
 from scheduling import conditions, services
 from scheduling.choices import WorkloadPhase
-from scheduling.jobs import JOB_MIN_PARALLELISM_ANNOTATION, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from scheduling.jobframework import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from scheduling.jobs.job import JOB_MIN_PARALLELISM_ANNOTATION
 from scheduling.models import Job, LocalQueue, Workload, WorkloadPriorityClass
 
 logger = logging.getLogger(__name__)

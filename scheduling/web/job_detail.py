@@ -26,7 +26,8 @@ from django.views.decorators.http import require_GET, require_POST
 from kueueweb.roles import can_operate_in
 from multicluster.choices import PodPhase
 from multicluster.models import Pod
-from scheduling import elastic, jobs, services
+from scheduling import elastic, jobframework, services
+from scheduling.jobs import job as batch_job
 from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
 from scheduling.web.forms import field_errors
@@ -65,8 +66,8 @@ def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
             "parallelism": spec.get("parallelism", 1),
             "completions": spec.get("completions"),
             "elastic": slices.is_elastic_job(job),
-            "min_parallelism": slices.job_annotations(job).get(jobs.JOB_MIN_PARALLELISM_ANNOTATION),
-            "queue": labels.get(jobs.QUEUE_NAME_LABEL, ""),
+            "min_parallelism": slices.job_annotations(job).get(batch_job.JOB_MIN_PARALLELISM_ANNOTATION),
+            "queue": labels.get(jobframework.QUEUE_NAME_LABEL, ""),
             "suspend": job.suspend,
         },
         "job_status": {
@@ -109,7 +110,7 @@ def _region_events(job: Job, request: HttpRequest) -> dict[str, Any]:
     workload_ids = list(Workload.objects.filter(job=job).values_list("id", flat=True))
     events = Event.objects.filter(
         Q(workload_id__in=workload_ids)
-        | Q(cluster_id=job.cluster_id, object_kind="Job", object_namespace=job.namespace,
+        | Q(cluster_id=job.cluster_id, object_kind=job.kind, object_namespace=job.namespace,
             object_name=job.name)
     ).order_by("-created_at", "-id")
     page = Paginator(events, EVENTS_PAGE_SIZE).get_page(request.GET.get("events_page"))

@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from kueueweb.roles import can_operate_in
 from scheduling import conditions as cond
-from scheduling import elastic, jobs
+from scheduling import elastic, jobframework
 from scheduling.choices import WorkloadPhase
 from scheduling.models import Job, Workload
 
@@ -50,7 +50,7 @@ def job_spec(job: Job) -> Mapping[str, Any]:
 
 def is_elastic_job(job: Job) -> bool:
     options: dict[str, Any] = settings.KUEUEWEB
-    return jobs.is_elastic(job_annotations(job),
+    return jobframework.is_elastic(job_annotations(job),
                            slices_enabled=bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
 
 
@@ -77,7 +77,7 @@ def admitted_count(wl: Workload) -> int | None:
     total = 0
     for psa in wl.admission.get("podSetAssignments") or ():
         granted = int(psa.get("count") or 0)
-        name = str(psa.get("name", jobs.DEFAULT_POD_SET_NAME))
+        name = str(psa.get("name", jobframework.DEFAULT_POD_SET_NAME))
         total += min(granted, counts[name]) if name in counts else granted
     return total
 

@@ -30,7 +30,7 @@ from kueueweb.pagination import page_number as pager_page_number
 from kueueweb.roles import Role, can_operate_in, role_of
 from multicluster.choices import MULTIKUEUE_CONTROLLER_NAME, ClusterRole, Dispatcher
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig, Pod, PodGroup
-from scheduling import actions, jobs, services, snapshots, yamlio
+from scheduling import actions, jobframework, services, snapshots, yamlio
 from scheduling import conditions as cond
 from scheduling.api.workload_serializers import job_to_dict
 from scheduling.choices import WorkloadPhase
@@ -176,11 +176,11 @@ def _pod_sets(wl: Workload) -> list[dict[str, Any]]:
     result = []
     for ps in wl.pod_sets or ():
         result.append({
-            "name": ps.get("name", jobs.DEFAULT_POD_SET_NAME),
+            "name": ps.get("name", jobframework.DEFAULT_POD_SET_NAME),
             "count": ps.get("count", 1),
             "min_count": ps.get("minCount"),
-            "requests": jobs.pod_set_requests(ps),
-            "total": jobs.pod_set_total_requests(ps),
+            "requests": jobframework.pod_set_requests(ps),
+            "total": jobframework.pod_set_total_requests(ps),
         })
     return result
 

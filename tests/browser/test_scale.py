@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from multicluster.models import Cluster
-from scheduling import jobs, services
+from scheduling import jobframework, services
 from scheduling.models import ClusterQueue, Job, Workload
 from tests.fixtures.browser import run_elsewhere, wait_live
 from tests.fixtures.scheduling import job_manifest
@@ -52,7 +52,7 @@ def elastic_job(manager: Cluster, make_queue: Callable[..., ClusterQueue],
     make_queue("cq", {"cpu": "4"}, namespace="team-a")
     job = services.submit_job(
         job_manifest("grow", "lq-cq", cpu="500m", parallelism=3, run_seconds=3600,
-                     annotations={jobs.ELASTIC_JOB_ANNOTATION: "true"}),
+                     annotations={jobframework.ELASTIC_JOB_ANNOTATION: "true"}),
         namespace="team-a")
     run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
     assert Workload.objects.get(job=job).phase == "Admitted"

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from rest_framework.test import APIClient
 
-from scheduling import actions, elastic, jobs, services
+from scheduling import actions, elastic, jobframework, services
 from scheduling import conditions as cond
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Event, Job, Workload
@@ -83,14 +83,14 @@ def test_a_slice_replaced_by_a_scale_up_is_neither_evicted_nor_deactivated(
     make_queue("cq", {"cpu": "4"})
     job = services.submit_job(
         job_manifest("grow", "lq-cq", parallelism=1, run_seconds=600,
-                     annotations={jobs.ELASTIC_JOB_ANNOTATION: "true"}),
+                     annotations={jobframework.ELASTIC_JOB_ANNOTATION: "true"}),
         namespace="ns")
     reconcilers.step(t0)
     assert elastic.scale_job(job, 2, now=t0 + timedelta(seconds=5)).action == "scale-up"
     reconcilers.step(t0 + timedelta(seconds=6))
     old = finished_workload(job)
     assert (cond.find(old.conditions, "Finished") or {}).get("reason") == (
-        jobs.WORKLOAD_SLICE_REPLACED)
+        jobframework.WORKLOAD_SLICE_REPLACED)
     before = state(old)
 
     assert list(refused(lambda: services.evict_workload(old, user=admin_user))) == [

@@ -15,8 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from multicluster.choices import PodPhase
 from multicluster.models import Cluster, Pod
 from scheduling import conditions as cond
-from scheduling import elastic, jobs, metrics, services, snapshots
+from scheduling import elastic, jobframework, metrics, services, snapshots
 from scheduling.choices import WorkloadPhase
+from scheduling.jobs import job as batch_job
 from scheduling.models import (
     ClusterQueue,
     Event,
@@ -32,7 +33,7 @@ from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db
 
-ELASTIC = {jobs.ELASTIC_JOB_ANNOTATION: "true"}
+ELASTIC = {jobframework.ELASTIC_JOB_ANNOTATION: "true"}
 
 
 def at(t0: datetime, seconds: float) -> datetime:
@@ -105,7 +106,7 @@ def filler(name: str, cpu: str, *, priority_class: str | None = None,
            run_seconds: int = 600) -> dict[str, Any]:
     manifest = job_manifest(name, "user-queue", cpu=cpu, run_seconds=run_seconds)
     if priority_class:
-        manifest["metadata"]["labels"][jobs.PRIORITY_CLASS_LABEL] = priority_class
+        manifest["metadata"]["labels"][jobframework.PRIORITY_CLASS_LABEL] = priority_class
     return manifest
 
 
@@ -136,7 +137,7 @@ def test_sample_scalable_job_scales_up_through_a_slice_and_down_in_place(
     reconcilers.step(t0)
     (first,) = slices(job)
     assert first.phase == WorkloadPhase.ADMITTED
-    assert first.annotations[jobs.WORKLOAD_SLICE_NAME_ANNOTATION] == first.name
+    assert first.annotations[jobframework.WORKLOAD_SLICE_NAME_ANNOTATION] == first.name
     assert reserved(manager) == 300
     reconcilers.step(at(t0, 2))
     assert running_pods(job) == 3
@@ -148,10 +149,10 @@ def test_sample_scalable_job_scales_up_through_a_slice_and_down_in_place(
     assert second is not None
     assert second.name != first.name
     # Kueue names each slice with the job's generation in the hash.
-    assert second.name == jobs.workload_name_for_owner(job.name, str(job.uid), extra="2")
+    assert second.name == jobframework.workload_name_for_owner(job.name, str(job.uid), extra="2")
     assert second.pod_sets[0]["count"] == 5
     assert second.annotations[elastic.WORKLOAD_SLICE_REPLACEMENT_FOR] == f"default/{first.name}"
-    assert second.annotations[jobs.WORKLOAD_SLICE_NAME_ANNOTATION] == first.name
+    assert second.annotations[jobframework.WORKLOAD_SLICE_NAME_ANNOTATION] == first.name
     job.refresh_from_db()
     assert job.manifest["spec"]["parallelism"] == 5
     assert job.manifest["metadata"]["generation"] == 2
@@ -262,7 +263,7 @@ def test_scale_up_preempts_lower_priority_work_as_kueue_would(
     WorkloadPriorityClass.objects.create(cluster=manager, name="high", value=1000)
     WorkloadPriorityClass.objects.create(cluster=manager, name="low", value=10)
     manifest = sample_scalable_job()
-    manifest["metadata"]["labels"][jobs.PRIORITY_CLASS_LABEL] = "high"
+    manifest["metadata"]["labels"][jobframework.PRIORITY_CLASS_LABEL] = "high"
     job = services.submit_job(manifest, namespace="default")
     low_a = services.submit_job(filler("low-a", "100m", priority_class="low"),
                                 namespace="default")
@@ -392,7 +393,7 @@ def test_partial_admission_jobs_cannot_scale_while_running(
 ) -> None:
     user_queue(manager, cpu="1")
     manifest = job_manifest("partial", "user-queue", cpu="100m", parallelism=4,
-                            annotations={jobs.JOB_MIN_PARALLELISM_ANNOTATION: "2"})
+                            annotations={batch_job.JOB_MIN_PARALLELISM_ANNOTATION: "2"})
     job = services.submit_job(manifest, namespace="default")
     reconcilers.step(t0)
     job.refresh_from_db()
@@ -433,7 +434,7 @@ def test_the_feature_gate_off_makes_annotated_jobs_classic(
     job = services.submit_job(sample_scalable_job(), namespace="default")
     reconcilers.step(t0)
     (wl,) = Workload.objects.filter(job=job)
-    assert jobs.WORKLOAD_SLICE_NAME_ANNOTATION not in wl.annotations
+    assert jobframework.WORKLOAD_SLICE_NAME_ANNOTATION not in wl.annotations
     with pytest.raises(ValidationError):
         elastic.scale_job(job, 5)
 

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from kueueweb.models import NamespaceGrant
 from multicluster.models import Cluster
-from scheduling import jobs, services
+from scheduling import jobframework, services
 from scheduling.models import ClusterQueue, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.yamlio import dump_documents
 from tests.fixtures.accounts import ui_client_for
@@ -45,7 +45,7 @@ def job(name: str = "pi", pod_spec: dict[str, Any] | None = None, **labels: str
                                          "resources": {"requests": {"cpu": "1"}}}],
                         "restartPolicy": "Never"}
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "labels": {jobs.QUEUE_NAME_LABEL: "user-queue", **labels}},
+            "metadata": {"name": name, "labels": {jobframework.QUEUE_NAME_LABEL: "user-queue", **labels}},
             "spec": {"parallelism": 1, "template": {"spec": copy.deepcopy(spec)}}}
 
 
@@ -214,11 +214,11 @@ def test_the_grant_limits_the_priority_classes(
     response = operator_client.post(workloads_url("team-a"), body, format="json")
     assert response.status_code == 400
     assert "'urgent' may not be used" in response.json()["spec.priorityClassRef.name"][0]
-    labelled = job(**{jobs.PRIORITY_CLASS_LABEL: "urgent"})
+    labelled = job(**{jobframework.PRIORITY_CLASS_LABEL: "urgent"})
     response = operator_client.post(jobs_url("team-a"), labelled, format="json")
     assert response.status_code == 400
-    assert list(response.json()) == [jobs.label_path(jobs.PRIORITY_CLASS_LABEL)]
-    labelled = job(**{jobs.PRIORITY_CLASS_LABEL: "low"})
+    assert list(response.json()) == [jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)]
+    labelled = job(**{jobframework.PRIORITY_CLASS_LABEL: "low"})
     assert operator_client.post(jobs_url("team-a"), labelled, format="json").status_code == 201
     assert not Workload.objects.filter(priority=MAX_INT32).exists()
 

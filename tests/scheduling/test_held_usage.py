@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from multicluster.models import Cluster
-from scheduling import elastic, history, jobs, metrics, services, snapshots
+from scheduling import elastic, history, jobframework, metrics, services, snapshots
 from scheduling.choices import WorkloadPhase
 from scheduling.core import types as core_types
 from scheduling.core.quantities import quantity_to_int
@@ -86,7 +86,7 @@ def test_reclaimed_pods_and_an_elastic_scale_down_count_the_same_everywhere(
         namespace="ns")
     scaled = services.submit_job(
         job_manifest("elastic", "lq-cq", parallelism=2, run_seconds=600,
-                     annotations={jobs.ELASTIC_JOB_ANNOTATION: "true"}),
+                     annotations={jobframework.ELASTIC_JOB_ANNOTATION: "true"}),
         namespace="ns")
     late = services.submit_job(
         job_manifest("late", "lq-cq", parallelism=2, run_seconds=600), namespace="ns")

@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from multicluster.models import Cluster
-from scheduling import jobs, services
+from scheduling import jobframework, services
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Event, Job, LocalQueue, Workload, WorkloadPriorityClass
 
@@ -142,7 +142,7 @@ REFUSALS = [
             {"spec.podSets": ["at most one podSet can use minCount"]}),
     Refusal("minCount on an elastic workload", spec(podSets=[pod_set(count=2, minCount=1)]),
             {"spec.podSets": ["partial admission and elastic job cannot be used together"]},
-            annotations={jobs.ELASTIC_JOB_ANNOTATION: "true"}),
+            annotations={jobframework.ELASTIC_JOB_ANNOTATION: "true"}),
     Refusal("negative request", spec(podSets=[{"template": template({"cpu": "-500m"})}]),
             {"spec.podSets[0].template.spec.containers[0].resources.requests.cpu": [
                 "'-500m' must not be negative"]}),
@@ -232,7 +232,7 @@ def test_workload_name_must_be_free(manager: Cluster) -> None:
 def submit(namespace: str = "team-a", name: str = "pi") -> Job:
     return services.submit_job({
         "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "labels": {jobs.QUEUE_NAME_LABEL: "user-queue"}},
+        "metadata": {"name": name, "labels": {jobframework.QUEUE_NAME_LABEL: "user-queue"}},
         "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox",
                                                        "resources": {"requests": {"cpu": "2"}}}],
                                        "restartPolicy": "Never"}}},
@@ -408,7 +408,7 @@ def test_echoing_the_spec_back_changes_nothing(
     version = workload.resource_version
 
     services.update_workload(workload, {"metadata": {"labels": dict(workload.labels)},
-                                        "spec": jobs.spec_of(workload)})
+                                        "spec": jobframework.spec_of(workload)})
 
     assert Workload.objects.get(pk=workload.pk).resource_version == version
 

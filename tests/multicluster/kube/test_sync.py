@@ -29,7 +29,7 @@ from multicluster.kube.manifests import ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
 from multicluster.kube.sync import sync_kube_cluster
 from multicluster.models import Cluster
 from multicluster.simulated import runner
-from scheduling import admission, elastic, jobs, lifecycle, services
+from scheduling import admission, elastic, jobframework, lifecycle, services
 from scheduling import conditions as cond
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.pod_security import SYSTEM_NAMESPACES
@@ -294,7 +294,7 @@ def test_a_refused_call_for_one_job_does_not_hold_up_the_others(
 ) -> None:
     kube_api.require_fake()
     grows = submit(kube_api, domain, "grows", parallelism=2,
-                   annotations={jobs.ELASTIC_JOB_ANNOTATION: "true"})
+                   annotations={jobframework.ELASTIC_JOB_ANNOTATION: "true"})
     ends = submit(kube_api, domain, "ends")
     for _ in range(2):  # one head per cluster queue and cycle
         admission.run_admission_cycle(domain.pk, now=t0)
@@ -318,7 +318,7 @@ def test_an_elastic_job_follows_its_admitted_count(kube_api: Any, domain: Cluste
                                                    t0: datetime) -> None:
     kube_api.require_fake()
     job = submit(kube_api, domain, "elastic", parallelism=3,
-                 annotations={jobs.ELASTIC_JOB_ANNOTATION: "true"})
+                 annotations={jobframework.ELASTIC_JOB_ANNOTATION: "true"})
     admit_and_start(kube_api, domain, job, t0)
     assert kube_api.get("jobs", kube_api.namespace, "elastic")["spec"]["parallelism"] == 3
 

@@ -14,14 +14,14 @@ from multicluster.choices import PodPhase
 from multicluster.models import Cluster, Pod, PodGroup
 from multicluster.simulated import runner
 from scheduling import conditions as cond
-from scheduling import elastic, jobs, services
+from scheduling import elastic, jobframework, services
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Event, Job, Workload, WorkloadPriorityClass
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db
 
-ELASTIC = {jobs.ELASTIC_JOB_ANNOTATION: "true"}
+ELASTIC = {jobframework.ELASTIC_JOB_ANNOTATION: "true"}
 GATE = elastic.ELASTIC_JOB_SCHEDULING_GATE
 ACTIVE = (PodPhase.PENDING, PodPhase.RUNNING)
 

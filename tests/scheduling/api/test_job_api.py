@@ -11,7 +11,7 @@ import yaml
 from rest_framework.test import APIClient
 
 from multicluster.models import Cluster
-from scheduling import jobs
+from scheduling import jobframework
 from scheduling.models import ClusterQueue, Job, LocalQueue, Workload
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +27,7 @@ def manifest(name: str = "pi", **labels: str) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "labels": {jobs.QUEUE_NAME_LABEL: "user-queue", **labels}},
+        "metadata": {"name": name, "labels": {jobframework.QUEUE_NAME_LABEL: "user-queue", **labels}},
         "spec": {
             "parallelism": 2,
             "template": {"spec": {
@@ -182,7 +182,7 @@ def test_field_errors_name_the_field(admin_client_api: APIClient, queues: None) 
 
 
 def test_missing_priority_class_is_named(admin_client_api: APIClient, queues: None) -> None:
-    body = manifest(**{jobs.PRIORITY_CLASS_LABEL: "urgent"})
+    body = manifest(**{jobframework.PRIORITY_CLASS_LABEL: "urgent"})
 
     response = admin_client_api.post(jobs_url("team-a"), body, format="json")
 

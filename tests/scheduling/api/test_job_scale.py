@@ -11,14 +11,15 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from scheduling import elastic, jobs, services
+from scheduling import elastic, jobframework, services
 from scheduling.choices import WorkloadPhase
+from scheduling.jobs import job as batch_job
 from scheduling.models import ClusterQueue, Event, Job, Workload
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db
 
-ELASTIC = {jobs.ELASTIC_JOB_ANNOTATION: "true"}
+ELASTIC = {jobframework.ELASTIC_JOB_ANNOTATION: "true"}
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -143,7 +144,7 @@ def test_an_admitted_job_that_is_not_elastic_is_refused_by_field(
 def test_partial_admission_while_running_is_refused_with_kueues_message(
     operator_client: APIClient, queue: ClusterQueue, reconcilers: Reconcilers, t0: datetime,
 ) -> None:
-    submit("partial", annotations={jobs.JOB_MIN_PARALLELISM_ANNOTATION: "1"})
+    submit("partial", annotations={batch_job.JOB_MIN_PARALLELISM_ANNOTATION: "1"})
     reconcilers.step(t0)
 
     response = operator_client.post(scale_url("partial"), {"parallelism": 2}, format="json")
@@ -280,7 +281,7 @@ def test_patching_back_the_whole_job_read_with_a_new_parallelism(
     ({"spec": {"completions": 9, "parallelism": 4}}, "spec.completions", "field is immutable"),
     ({"spec": {"backoffLimit": None}}, None, None),  # deleting an absent field changes nothing
     ({"metadata": {"labels": {"team": "x"}}}, "metadata.labels", "spec.parallelism"),
-    ({"metadata": {"annotations": {jobs.ELASTIC_JOB_ANNOTATION: None}}}, "metadata.annotations",
+    ({"metadata": {"annotations": {jobframework.ELASTIC_JOB_ANNOTATION: None}}}, "metadata.annotations",
      "spec.parallelism"),
     ({"metadata": {"name": "other"}}, "metadata.name", "field is immutable"),
     ({"status": {"active": 9}}, "status", "read-only"),

@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from multicluster.models import Cluster
-from scheduling import jobs, services
+from scheduling import jobframework, services
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Job, LocalQueue, Workload, WorkloadPriorityClass
 
@@ -24,7 +24,7 @@ def job_manifest(name: str = "pi", queue: str = "user-queue", cpu: str = "2") ->
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "labels": {jobs.QUEUE_NAME_LABEL: queue}},
+        "metadata": {"name": name, "labels": {jobframework.QUEUE_NAME_LABEL: queue}},
         "spec": {
             "parallelism": 3,
             "completions": 6,
@@ -109,7 +109,7 @@ def test_workload_of_a_job_in_kueue_shape(admin_client_api: APIClient, job: Job)
             "uid": str(workload.uid),
             "resourceVersion": "1",
             "creationTimestamp": iso(workload.created_at),
-            "labels": {jobs.JOB_UID_LABEL: str(job.uid)},
+            "labels": {jobframework.JOB_UID_LABEL: str(job.uid)},
             "cluster": "manager",
             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "pi",
                                  "uid": str(job.uid), "controller": True,

@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from multicluster.models import Pod
-from scheduling import elastic, jobs, services
+from scheduling import elastic, jobframework, services
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Job, Workload
 from scheduling.web import slices
@@ -23,7 +23,7 @@ from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db
 
-ELASTIC = {jobs.ELASTIC_JOB_ANNOTATION: "true"}
+ELASTIC = {jobframework.ELASTIC_JOB_ANNOTATION: "true"}
 NOT_ELASTIC_REASON = ('Only elastic jobs (annotation kueue.x-k8s.io/elastic-job: &quot;true&quot;) '
                       "can be scaled while admitted")
 

@@ -1,10 +1,10 @@
-"""batch/v1 Job → Workload, as Kueue's job integration does it (scheduling.jobs, submit_job)."""
+"""batch/v1 Job → Workload, as Kueue's Job integration does it (``scheduling.jobs.job``,
+through ``services.submit_job``)."""
 
 from __future__ import annotations
 
 import copy
 import hashlib
-import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,12 +15,13 @@ import yaml
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from multicluster.models import Cluster
-from scheduling import jobs, services
+from scheduling import jobframework, services
 from scheduling.choices import WorkloadPhase
+from scheduling.jobs import job as batch_job
 from scheduling.models import ClusterQueue, Event, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.validation import errors_to_dict
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "kueue_examples" / "jobs"
+EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "kueue_examples" / "jobs"
 
 
 def kueue_example(name: str) -> dict[str, Any]:
@@ -36,7 +37,7 @@ def make_job(**overrides: Any) -> dict[str, Any]:
     manifest: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "pi", "labels": {jobs.QUEUE_NAME_LABEL: "user-queue"}},
+        "metadata": {"name": "pi", "labels": {jobframework.QUEUE_NAME_LABEL: "user-queue"}},
         "spec": {
             "parallelism": 2,
             "template": {
@@ -58,65 +59,8 @@ def with_container(**container: Any) -> dict[str, Any]:
     return manifest
 
 
-# --- Names -----------------------------------------------------------------------------------
 
-LONG_NAME = (
-    "marketing-campaign-autumn-2024-region-north-america-department-digital-strategy-sub-"
-    "department-social-media-engagement-tracker-and-analytics-dashboard-v2-final-revision-by-"
-    "engineering-team-lead-senior-architect-validation-checked-approved-by-legal-and-ops-dept"
-)
-
-
-@dataclass(frozen=True)
-class NameCase:
-    name: str
-    owner: str
-    uid: str
-    want: str
-    extra: str = ""
-    max_length: int = 253
-
-
-# The cases of Kueue's pkg/controller/jobframework/workload_names_test.go.
-NAME_CASES = [
-    NameCase("short name", "name", "uid", "job-name-ef3a1"),
-    NameCase("short name with generation", "name", "uid", "job-name-2514c", extra="1"),
-    NameCase(
-        "long name cut to 253",
-        LONG_NAME,
-        "uid",
-        "job-marketing-campaign-autumn-2024-region-north-america-department-digital-strategy-"
-        "sub-department-social-media-engagement-tracker-and-analytics-dashboard-v2-final-"
-        "revision-by-engineering-team-lead-senior-architect-validation-checked-approved-by-l-"
-        "218b8",
-    ),
-    NameCase("long name cut to 63 (ShortWorkloadNames)", LONG_NAME, "uid",
-             "job-marketing-campaign-autumn-2024-region-north-america-d-218b8", max_length=63),
-]
-
-
-@pytest.mark.parametrize("case", NAME_CASES, ids=lambda c: c.name)
-def test_workload_name_matches_kueue(case: NameCase) -> None:
-    got = jobs.workload_name_for_owner(
-        case.owner, case.uid, extra=case.extra, max_length=case.max_length)
-
-    assert got == case.want
-    assert len(got) == min(len("job-" + case.owner), case.max_length - 6) + 6
-
-
-def test_workload_name_hash_covers_kind_group_name_and_uid() -> None:
-    assert jobs.workload_name_for_owner("pi", "1234") == f"job-pi-{sha1_hash('Job', 'batch', 'pi', '1234')}"
-    assert jobs.workload_name_for_owner("pi", "1234") != jobs.workload_name_for_owner("pi", "1235")
-
-
-def test_generate_name_appends_five_characters_and_cuts_long_prefixes() -> None:
-    letters = itertools.cycle("bcdfg")
-
-    assert jobs.generate_name("sample-job-", lambda _: next(letters)) == "sample-job-bcdfg"
-    assert jobs.generate_name("a" * 70, lambda _: "z") == "a" * 58 + "zzzzz"
-
-
-# --- Pod counts and requests ------------------------------------------------------------------
+# --- Pod counts ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -130,78 +74,7 @@ def test_pods_count_is_min_of_parallelism_and_completions(
 ) -> None:
     spec = {k: v for k, v in (("parallelism", parallelism), ("completions", completions)) if v is not None}
 
-    assert jobs.job_pods_count(spec) == want
-
-
-def container(name: str, requests: dict[str, str] | None = None,
-              limits: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    if requests is not None:
-        resources["requests"] = requests
-    if limits is not None:
-        resources["limits"] = limits
-    return {"name": name, "image": "busybox", "resources": resources, **extra}
-
-
-@dataclass(frozen=True)
-class RequestCase:
-    name: str
-    pod_spec: dict[str, Any]
-    want: dict[str, str]
-
-
-REQUEST_CASES = [
-    RequestCase("containers are summed", {"containers": [
-        container("a", {"cpu": "500m", "memory": "1Gi"}), container("b", {"cpu": "1", "memory": "512Mi"}),
-    ]}, {"cpu": "1500m", "memory": "1536Mi"}),
-    RequestCase("limits stand in for missing requests", {"containers": [
-        container("a", {"cpu": "250m"}, {"cpu": "1", "memory": "2Gi"}),
-    ]}, {"cpu": "250m", "memory": "2Gi"}),
-    RequestCase("an init container larger than the containers sets the request", {
-        "initContainers": [container("init", {"cpu": "3", "memory": "100Mi"})],
-        "containers": [container("a", {"cpu": "1", "memory": "1Gi"})],
-    }, {"cpu": "3", "memory": "1Gi"}),
-    RequestCase("sidecars add to the containers and to later init containers", {
-        "initContainers": [
-            container("early", {"cpu": "2"}),
-            container("proxy", {"cpu": "500m"}, restartPolicy="Always"),
-            container("late", {"cpu": "2"}),
-        ],
-        "containers": [container("a", {"cpu": "1"})],
-    }, {"cpu": "2500m"}),
-    RequestCase("sidecars alone make the sum the largest", {
-        "initContainers": [container("proxy", {"cpu": "2"}, restartPolicy="Always")],
-        "containers": [container("a", {"cpu": "1"})],
-    }, {"cpu": "3"}),
-    RequestCase("pod overhead is added", {
-        "containers": [container("a", {"cpu": "1", "memory": "1Gi"})],
-        "overhead": {"cpu": "100m", "memory": "64Mi"},
-    }, {"cpu": "1100m", "memory": "1088Mi"}),
-    RequestCase("pod-level requests replace cpu and memory", {
-        "containers": [container("a", {"cpu": "1", "nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "1"})],
-        "resources": {"limits": {"cpu": "4", "memory": "8Gi"}},
-    }, {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}),
-    RequestCase("containers without resources request nothing",
-                {"containers": [{"name": "a", "image": "busybox"}]}, {}),
-]
-
-
-@pytest.mark.parametrize("case", REQUEST_CASES, ids=lambda c: c.name)
-def test_pod_set_requests_follow_kubernetes_effective_request(case: RequestCase) -> None:
-    pod_set = {"name": "main", "count": 4, "template": {"spec": case.pod_spec}}
-
-    assert jobs.pod_set_requests(pod_set) == case.want
-
-
-def test_pod_set_total_requests_multiply_by_count() -> None:
-    pod_set = {"name": "main", "count": 3, "template": {"spec": {"containers": [
-        container("a", {"cpu": "1", "memory": "200Mi"})]}}}
-
-    assert jobs.pod_set_total_requests(pod_set) == {"cpu": "3", "memory": "600Mi"}
-
-
-def test_pod_set_without_template_uses_its_requests_shorthand() -> None:
-    assert jobs.pod_set_requests({"name": "main", "count": 3, "requests": {"cpu": "1"}}) == {"cpu": "1"}
+    assert batch_job.pods_count(spec) == want
 
 
 # --- Validation of the manifest (no database) -------------------------------------------------
@@ -241,8 +114,8 @@ def labelled(labels: dict[str, str]) -> dict[str, Any]:
 
 
 CPU = "spec.template.spec.containers[0].resources.requests.cpu"
-MIN_PARALLELISM = f"metadata.annotations[{jobs.JOB_MIN_PARALLELISM_ANNOTATION}]"
-MAX_EXEC = f"metadata.labels[{jobs.MAX_EXEC_TIME_LABEL}]"
+MIN_PARALLELISM = f"metadata.annotations[{batch_job.JOB_MIN_PARALLELISM_ANNOTATION}]"
+MAX_EXEC = f"metadata.labels[{jobframework.MAX_EXEC_TIME_LABEL}]"
 INVALID_NAME = ("is not a valid name: a lowercase RFC 1123 subdomain must consist of lower case "
                 "alphanumeric characters, '-' or '.', and must start and end with an "
                 "alphanumeric character")
@@ -305,29 +178,29 @@ REJECTIONS = [
                   {"metadata.namespace": ["the namespace of the provided object does not match "
                                           "the namespace sent on the request"]}),
     RejectionCase("not a Job", set_at("kind", "Pod"), {"kind": ["must be \"Job\", not 'Pod'"]}),
-    RejectionCase("invalid queue name", labelled({jobs.QUEUE_NAME_LABEL: "User_Queue"}),
-                  {f"metadata.labels[{jobs.QUEUE_NAME_LABEL}]": [f"'User_Queue' {INVALID_NAME}"]}),
-    RejectionCase("max-exec-time not an integer", labelled({jobs.MAX_EXEC_TIME_LABEL: "soon"}),
+    RejectionCase("invalid queue name", labelled({jobframework.QUEUE_NAME_LABEL: "User_Queue"}),
+                  {f"metadata.labels[{jobframework.QUEUE_NAME_LABEL}]": [f"'User_Queue' {INVALID_NAME}"]}),
+    RejectionCase("max-exec-time not an integer", labelled({jobframework.MAX_EXEC_TIME_LABEL: "soon"}),
                   {MAX_EXEC: ["'soon' is not an integer"]}),
-    RejectionCase("max-exec-time zero", labelled({jobs.MAX_EXEC_TIME_LABEL: "0"}),
+    RejectionCase("max-exec-time zero", labelled({jobframework.MAX_EXEC_TIME_LABEL: "0"}),
                   {MAX_EXEC: ["should be greater than 0"]}),
     RejectionCase("min-parallelism not an integer",
-                  annotated({jobs.JOB_MIN_PARALLELISM_ANNOTATION: "two"}),
+                  annotated({batch_job.JOB_MIN_PARALLELISM_ANNOTATION: "two"}),
                   {MIN_PARALLELISM: ["'two' is not an integer"]}),
-    RejectionCase("min-parallelism zero", annotated({jobs.JOB_MIN_PARALLELISM_ANNOTATION: "0"}),
+    RejectionCase("min-parallelism zero", annotated({batch_job.JOB_MIN_PARALLELISM_ANNOTATION: "0"}),
                   {MIN_PARALLELISM: ["should be between 0 and 1"]}),
     RejectionCase("min-parallelism above parallelism",
-                  annotated({jobs.JOB_MIN_PARALLELISM_ANNOTATION: "3"}),
+                  annotated({batch_job.JOB_MIN_PARALLELISM_ANNOTATION: "3"}),
                   {MIN_PARALLELISM: ["should be between 0 and 1"]}),
     RejectionCase("min-parallelism equal to the pods count (Kueue's bound)",
-                  annotated({jobs.JOB_MIN_PARALLELISM_ANNOTATION: "2"}, completions=4),
+                  annotated({batch_job.JOB_MIN_PARALLELISM_ANNOTATION: "2"}, completions=4),
                   {MIN_PARALLELISM: ["should be between 0 and 1"]}),
     RejectionCase("min-parallelism with an elastic job",
-                  annotated({jobs.JOB_MIN_PARALLELISM_ANNOTATION: "1",
-                             jobs.ELASTIC_JOB_ANNOTATION: "true"}),
+                  annotated({batch_job.JOB_MIN_PARALLELISM_ANNOTATION: "1",
+                             jobframework.ELASTIC_JOB_ANNOTATION: "true"}),
                   {MIN_PARALLELISM: ["partial admission and elastic job cannot be used together"]}),
-    RejectionCase("prebuilt workloads", labelled({jobs.PREBUILT_WORKLOAD_LABEL: "wl"}),
-                  {f"metadata.labels[{jobs.PREBUILT_WORKLOAD_LABEL}]": [
+    RejectionCase("prebuilt workloads", labelled({jobframework.PREBUILT_WORKLOAD_LABEL: "wl"}),
+                  {f"metadata.labels[{jobframework.PREBUILT_WORKLOAD_LABEL}]": [
                       "prebuilt workloads are not supported: kueueweb creates the Job's "
                       "Workload itself"]}),
     RejectionCase("label value too long", labelled({"team": "x" * 64}),
@@ -340,13 +213,13 @@ REJECTIONS = [
 
 @pytest.mark.parametrize("case", REJECTIONS, ids=lambda c: c.name)
 def test_manifest_is_refused_with_its_field_path(case: RejectionCase) -> None:
-    errors = jobs.validate_job_manifest(case.manifest, namespace=case.namespace)
+    errors = batch_job.validate_job_manifest(case.manifest, namespace=case.namespace)
 
     assert errors_to_dict(errors) == case.want
 
 
 def test_kueue_sample_job_is_valid() -> None:
-    assert jobs.validate_job_manifest(kueue_example("sample-job.yaml"), namespace="default") == []
+    assert batch_job.validate_job_manifest(kueue_example("sample-job.yaml"), namespace="default") == []
 
 
 # --- submit_job (database) --------------------------------------------------------------------
@@ -399,8 +272,8 @@ def test_kueue_sample_job_becomes_one_pending_workload(
         "count": 3,
         "template": manifest["spec"]["template"],
     }]
-    assert jobs.pod_set_requests(workload.pod_sets[0]) == {"cpu": "1", "memory": "200Mi"}
-    assert workload.labels == {jobs.JOB_UID_LABEL: str(job.uid)}
+    assert jobframework.pod_set_requests(workload.pod_sets[0]) == {"cpu": "1", "memory": "200Mi"}
+    assert workload.labels == {jobframework.JOB_UID_LABEL: str(job.uid)}
     assert workload.annotations == {}
     assert (workload.priority, workload.priority_class_name, workload.priority_class_source) == (0, "", "")
     assert workload.maximum_execution_time_seconds is None
@@ -449,7 +322,7 @@ def test_job_template_loses_job_controller_labels_but_keeps_job_name(manager: Cl
 def test_workload_priority_comes_from_the_priority_class_label(manager: Cluster) -> None:
     WorkloadPriorityClass.objects.create(cluster=manager, name="high", value=1000)
 
-    job = services.submit_job(labelled({jobs.PRIORITY_CLASS_LABEL: "high"}), namespace="team-a")
+    job = services.submit_job(labelled({jobframework.PRIORITY_CLASS_LABEL: "high"}), namespace="team-a")
 
     workload = only_workload(job)
     assert (workload.priority, workload.priority_class_name, workload.priority_class_source) == (
@@ -462,9 +335,9 @@ def test_priority_class_of_another_domain_does_not_count(manager: Cluster) -> No
     WorkloadPriorityClass.objects.create(cluster=worker, name="high", value=1000)
 
     with pytest.raises(ValidationError) as raised:
-        services.submit_job(labelled({jobs.PRIORITY_CLASS_LABEL: "high"}), namespace="team-a")
+        services.submit_job(labelled({jobframework.PRIORITY_CLASS_LABEL: "high"}), namespace="team-a")
 
-    assert raised.value.message_dict == {f"metadata.labels[{jobs.PRIORITY_CLASS_LABEL}]": [
+    assert raised.value.message_dict == {f"metadata.labels[{jobframework.PRIORITY_CLASS_LABEL}]": [
         "WorkloadPriorityClass 'high' not found in cluster 'manager'"]}
     assert (Job.objects.count(), Workload.objects.count()) == (0, 0)
 
@@ -475,7 +348,7 @@ def test_default_priority_class_is_applied_when_it_exists(manager: Cluster) -> N
 
     job = services.submit_job(make_job(), namespace="team-a")
 
-    assert job.manifest["metadata"]["labels"][jobs.PRIORITY_CLASS_LABEL] == "default"
+    assert job.manifest["metadata"]["labels"][jobframework.PRIORITY_CLASS_LABEL] == "default"
     assert (only_workload(job).priority, only_workload(job).priority_class_name) == (10, "default")
 
 
@@ -487,12 +360,12 @@ def test_label_keys_to_copy_are_copied_to_the_workload(
 
     job = services.submit_job(labelled({"team": "ml", "other": "x"}), namespace="team-a")
 
-    assert only_workload(job).labels == {"team": "ml", jobs.JOB_UID_LABEL: str(job.uid)}
+    assert only_workload(job).labels == {"team": "ml", jobframework.JOB_UID_LABEL: str(job.uid)}
 
 
 @pytest.mark.django_db
 def test_max_exec_time_label_sets_maximum_execution_time(manager: Cluster) -> None:
-    job = services.submit_job(labelled({jobs.MAX_EXEC_TIME_LABEL: "600"}), namespace="team-a")
+    job = services.submit_job(labelled({jobframework.MAX_EXEC_TIME_LABEL: "600"}), namespace="team-a")
 
     assert only_workload(job).maximum_execution_time_seconds == 600
 
@@ -527,8 +400,8 @@ def test_elastic_job_workload_is_the_first_slice_named_with_its_generation(manag
     assert workload.name == (
         f"job-sample-elastic-job-{sha1_hash('Job', 'batch', 'sample-elastic-job', str(job.uid), '1')}")
     assert workload.annotations == {
-        jobs.ELASTIC_JOB_ANNOTATION: "true",
-        jobs.WORKLOAD_SLICE_NAME_ANNOTATION: workload.name,
+        jobframework.ELASTIC_JOB_ANNOTATION: "true",
+        jobframework.WORKLOAD_SLICE_NAME_ANNOTATION: workload.name,
     }
     assert workload.pod_sets[0]["count"] == 3
 
@@ -552,7 +425,7 @@ def test_queue_name_defaults_to_the_default_local_queue(manager: Cluster) -> Non
 
     job = services.submit_job(manifest, namespace="team-a")
 
-    assert job.manifest["metadata"]["labels"] == {jobs.QUEUE_NAME_LABEL: "default"}
+    assert job.manifest["metadata"]["labels"] == {jobframework.QUEUE_NAME_LABEL: "default"}
     workload = only_workload(job)
     assert (workload.queue_name, workload.local_queue) == ("default", default_queue)
 
@@ -567,7 +440,7 @@ def test_queue_name_is_required_without_a_default_local_queue(manager: Cluster) 
     with pytest.raises(ValidationError) as raised:
         services.submit_job(manifest, namespace="team-a")
 
-    assert raised.value.message_dict == {f"metadata.labels[{jobs.QUEUE_NAME_LABEL}]": [
+    assert raised.value.message_dict == {f"metadata.labels[{jobframework.QUEUE_NAME_LABEL}]": [
         "is required: name the LocalQueue to submit to (there is no LocalQueue 'default' in "
         "namespace 'team-a' to default to)"]}
     assert (Job.objects.count(), Workload.objects.count()) == (0, 0)
@@ -602,7 +475,7 @@ def test_name_taken_by_a_concurrent_submission_is_a_conflict(
 ) -> None:
     services.submit_job(make_job(), namespace="team-a")
     # The other submission passed the name check before this one inserted its row.
-    monkeypatch.setattr(services, "_job_name", lambda metadata, cluster, namespace: "pi")
+    monkeypatch.setattr(services, "_job_name", lambda *args: "pi")
 
     with pytest.raises(services.ConflictError, match='jobs.batch "pi" already exists'):
         services.submit_job(make_job(), namespace="team-a")
@@ -615,7 +488,7 @@ def test_generate_name_tries_again_when_the_name_is_taken(
     manager: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     names = iter(["sample-job-aaaaa", "sample-job-aaaaa", "sample-job-bbbbb"])
-    monkeypatch.setattr(jobs, "generate_name", lambda base: next(names))
+    monkeypatch.setattr(jobframework, "generate_name", lambda base: next(names))
     manifest = kueue_example("sample-job.yaml")
 
     first = services.submit_job(manifest, namespace="default")
@@ -648,3 +521,38 @@ def test_manifest_is_stored_as_submitted(manager: Cluster) -> None:
         **submitted["metadata"], "namespace": "team-a", "uid": str(job.uid),
         "generation": 1}}
 
+
+
+# --- The integration's run, stop and status ---------------------------------------------------
+
+
+def test_run_sets_parallelism_and_placement_and_stop_restores_the_template() -> None:
+    integration = batch_job.BatchJob()
+    manifest = make_job()
+    manifest["spec"]["suspend"] = True
+    [pod_set] = integration.pod_sets(manifest, partial_admission=True)
+    info = jobframework.PodSetInfo("main", 1, {"instance-type": "spot"}, [],
+                                   {"kueue.x-k8s.io/podset": "main"})
+
+    running = integration.run_with_pod_sets_info(manifest, [info])
+    stopped = integration.restore_pod_sets_info(integration.suspend(running), [pod_set])
+
+    assert not integration.is_suspended(running)
+    assert running["spec"]["parallelism"] == 1
+    assert running["spec"]["template"]["spec"]["nodeSelector"] == {"instance-type": "spot"}
+    assert integration.is_suspended(stopped)
+    assert stopped["spec"]["template"] == manifest["spec"]["template"]
+    assert manifest["spec"]["suspend"] is True  # the stored manifest is not changed in place
+
+
+@pytest.mark.parametrize(("conditions", "want"), [
+    ([], None),
+    ([{"type": "Complete", "status": "True"}], ("Succeeded", "Job finished successfully")),
+    ([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}],
+     ("Failed", "BackoffLimitExceeded")),
+    ([{"type": "Complete", "status": "False"}], None),
+], ids=["running", "complete", "failed", "not yet"])
+def test_finished_reads_the_terminal_condition(
+    conditions: list[dict[str, str]], want: tuple[str, str] | None,
+) -> None:
+    assert batch_job.BatchJob().finished({"conditions": conditions}) == want

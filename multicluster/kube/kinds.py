@@ -1,0 +1,28 @@
+"""The job kinds a Kubernetes cluster is watched for: the enabled integrations
+(``scheduling.jobframework.registry``), each by its group, version and plural."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+
+from multicluster.kube.backend import WatchKind, job_kind
+from scheduling.jobframework import GenericJob, registry
+
+
+def watch_kind(integration: GenericJob) -> WatchKind:
+    """The watch of a job kind on the cluster."""
+    return job_kind(integration.group, integration.version, integration.plural)
+
+
+def resource(integration: GenericJob) -> tuple[str, str, str]:
+    return integration.group, integration.version, integration.plural
+
+
+def job_kinds() -> list[WatchKind]:
+    """The watches of the enabled job kinds."""
+    config: Mapping[str, Any] = settings.KUEUEWEB
+    enabled = registry.enabled_names(config)
+    return [watch_kind(i) for i in registry.registered() if i.framework_name in enabled]

@@ -1,0 +1,226 @@
+"""What a job kind implements so that kueueweb queues, admits, runs and finishes it
+(Kueue's ``GenericJob`` and ``IntegrationCallbacks``, ``pkg/controller/jobframework/interface.go``).
+
+A kind is one subclass of ``GenericJob`` in ``scheduling/jobs/<kind>.py``, registered under its
+framework name in ``scheduling/jobs/__init__.py``. Its methods take and return the object as a
+Kubernetes-shaped dict (the stored manifest, or the status a cluster reports), so a kind needs
+neither the database nor a cluster: the job reconciler (``scheduling.job_reconciler``)
+reads and writes the objects and calls the kind for what is the kind's own.
+
+The simulated cluster also plays each kind's own controller (the Job controller for a Job):
+``SimulatedController`` is the small part of a kind the simulator calls, over ``SimulatedPods``
+(the pods of one job on the simulated cluster).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from scheduling.core.fields import FieldError
+from scheduling.jobframework.podsets import PodSetInfo
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """What a job's status tells the workload lifecycle: the pods it wants (``parallelism``:
+    the admitted count), how many are active, ready, succeeded and failed, and once it is
+    finished, ``finished`` = ("Succeeded" | "Failed", message)."""
+
+    parallelism: int
+    completions: int | None
+    active: int
+    ready: int
+    succeeded: int
+    failed: int
+    finished: tuple[str, str] | None = None
+
+    @property
+    def all_ready(self) -> bool:
+        """Kueue's PodsReady: ready + succeeded reach min(parallelism, completions)."""
+        needed = self.parallelism if self.completions is None else min(
+            self.parallelism, self.completions)
+        return self.ready + self.succeeded >= needed
+
+
+class SimulatedPod(Protocol):
+    """A pod of the simulated cluster, as a kind's simulated controller sees it."""
+
+    name: str
+    phase: str
+    ready: bool
+    node_name: str
+    created_at: datetime
+    ready_at: datetime | None
+
+    @property
+    def gated(self) -> bool: ...
+
+
+class SimulatedPods(Protocol):
+    """The pods of one job on the simulated cluster, and what a controller may do to them."""
+
+    def all(self) -> list[SimulatedPod]:
+        """Every pod of the job, oldest first."""
+
+    def create(self, count: int, *, gates: Sequence[str] = ()) -> list[SimulatedPod]:
+        """``count`` new pods of the job's (first) pod set, with the admission's placement."""
+
+    def delete(self, pods: Sequence[SimulatedPod], *, reason: str = "") -> None:
+        """Delete ``pods``; with a ``reason``, an event per pod (``SuccessfulDelete``)."""
+
+    def ungate(self, pods: Sequence[SimulatedPod]) -> None:
+        """Remove the scheduling gates of ``pods``."""
+
+
+class SimulatedController(ABC):
+    """How the simulated cluster plays a kind's own controller for one running job."""
+
+    @abstractmethod
+    def reconcile(
+        self,
+        manifest: Mapping[str, Any],
+        status: Mapping[str, Any],
+        pods: SimulatedPods,
+        *,
+        admitted: int,
+        allowed: int,
+        elastic: bool,
+        now: datetime,
+    ) -> tuple[dict[str, Any], JobReport]:
+        """Create and delete pods as the kind's controller would, and return the object's
+        new status and the report for the workload lifecycle.
+
+        ``admitted`` is the admission's pod count; ``allowed`` the pods the current slice
+        of an ``elastic`` job lets run (lowered by a scale-down).
+        """
+
+    def first_pods(self, manifest: Mapping[str, Any], status: Mapping[str, Any],
+                   info: PodSetInfo, pod_set: Mapping[str, Any], *, elastic: bool) -> int:
+        """How many pods of a pod set to create when the job starts (in one gang)."""
+        return info.count
+
+
+class GenericJob(ABC):
+    """One job kind. Subclasses set the class attributes and implement the abstract methods;
+    the others have the defaults of a kind that does not need them."""
+
+    framework_name: str
+    """Kueue's framework name (``integrations.frameworks``), e.g. ``batch/job``."""
+    api_version: str
+    kind: str
+    plural: str
+    """The resource name on an API server (``jobs``)."""
+    elastic: bool = False
+    """Whether the kind can scale through workload slices (Kueue's elastic-job annotation)."""
+    max_name_length: int = 253
+    simulated: SimulatedController | None = None
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+    # --- webhook -------------------------------------------------------------------------
+
+    @abstractmethod
+    def validate_on_create(
+        self, manifest: Mapping[str, Any], *, namespace: str, slices_enabled: bool
+    ) -> list[FieldError]:
+        """What Kubernetes and Kueue's webhook for the kind refuse (field-path errors); the
+        common rules are ``jobframework.validate_common``, which a kind calls."""
+
+    # --- the Workload --------------------------------------------------------------------
+
+    @abstractmethod
+    def pod_sets(
+        self, manifest: Mapping[str, Any], *, partial_admission: bool
+    ) -> list[dict[str, Any]]:
+        """The pod sets the object asks for, in Kueue's shape (name, count, minCount,
+        template)."""
+
+    def pod_templates(self, manifest: Mapping[str, Any]) -> list[tuple[Any, str]]:
+        """The object's pod templates with their field paths (what a grant checks)."""
+        return []
+
+    # --- run and stop --------------------------------------------------------------------
+
+    def is_suspended(self, manifest: Mapping[str, Any]) -> bool:
+        return bool((manifest.get("spec") or {}).get("suspend", False))
+
+    def suspend(self, manifest: Mapping[str, Any], suspend: bool = True) -> dict[str, Any]:
+        """The object with ``spec.suspend`` set."""
+        result = dict(manifest)
+        result["spec"] = {**(manifest.get("spec") or {}), "suspend": suspend}
+        return result
+
+    @abstractmethod
+    def run_with_pod_sets_info(
+        self, manifest: Mapping[str, Any], infos: Sequence[PodSetInfo]
+    ) -> dict[str, Any]:
+        """The object unsuspended with the admission's per-pod-set info merged into its pod
+        templates (Kueue's ``RunWithPodSetsInfo``)."""
+
+    @abstractmethod
+    def restore_pod_sets_info(
+        self, manifest: Mapping[str, Any], pod_sets: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """The object with its pod templates as the Workload's pod sets recorded them
+        (Kueue's ``RestorePodSetsInfo``)."""
+
+    def scale(self, manifest: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
+        """An elastic kind: the object with its pod set counts set to ``counts``."""
+        raise NotImplementedError(f"{self.kind} does not scale")
+
+    # --- status --------------------------------------------------------------------------
+
+    @abstractmethod
+    def finished(self, status: Mapping[str, Any] | None) -> tuple[str, str] | None:
+        """("Succeeded" | "Failed", message) once the object's status is terminal."""
+
+    @abstractmethod
+    def report(
+        self, manifest: Mapping[str, Any], status: Mapping[str, Any], *, wanted: int,
+        ready_pods: int,
+    ) -> JobReport:
+        """The counts the workload lifecycle needs, from the status a cluster reports;
+        ``ready_pods`` stands in when the status does not count ready pods."""
+
+    # --- other clusters ------------------------------------------------------------------
+
+    def multikueue_copy(
+        self, manifest: Mapping[str, Any], *, labels: Mapping[str, str]
+    ) -> dict[str, Any]:
+        """The object sent to a MultiKueue worker, whose Kueue admits the already admitted
+        copy of the Workload (Kueue's adapter ``SyncJob``): metadata fit for creation with
+        ``labels`` (origin, prebuilt workload) added, ``spec.managedBy`` cleared so the
+        worker's own controller runs it, suspended until admitted there."""
+        metadata = {k: v for k, v in (manifest.get("metadata") or {}).items()
+                    if k in ("name", "namespace", "labels", "annotations", "generation")}
+        metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
+        spec = {k: v for k, v in (manifest.get("spec") or {}).items() if k != "managedBy"}
+        spec["suspend"] = True
+        copied = {k: v for k, v in manifest.items() if k != "status"}
+        return {**copied, "metadata": metadata, "spec": spec}
+
+    @abstractmethod
+    def remote_copy(
+        self,
+        manifest: Mapping[str, Any],
+        *,
+        namespace: str,
+        labels: Mapping[str, str],
+        pod_labels: Mapping[str, str],
+        infos: Sequence[PodSetInfo],
+        gang_workload: str | None = None,
+    ) -> dict[str, Any]:
+        """The object to create on a Kubernetes cluster for an admitted workload: running,
+        with ``infos`` merged in, ``labels`` (origin, prebuilt workload) on it and
+        ``pod_labels`` on its pod templates, ``spec.managedBy`` cleared (Kueue's MultiKueue
+        adapter)."""

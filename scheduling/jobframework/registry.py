@@ -1,0 +1,97 @@
+"""The registered job kinds and the enabled ones (Kueue's integration manager,
+``pkg/controller/jobframework/integrationmanager.go``, and ``integrations.frameworks``).
+
+Kinds register under their framework name in ``scheduling/jobs/__init__.py``; which of them
+kueueweb accepts is the setting ``KUEUEWEB["INTEGRATIONS_FRAMEWORKS"]`` (Kueue's API default,
+``["batch/job"]``), checked at startup (``check_frameworks``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from scheduling.core.fields import FieldError
+from scheduling.jobframework.interface import GenericJob
+
+DEFAULT_FRAMEWORKS = ("batch/job",)
+_BUILT_INS = "scheduling.jobs"
+
+_integrations: dict[str, GenericJob] = {}
+
+
+def register(integration: GenericJob) -> GenericJob:
+    """Register a kind under its framework name (one line per kind)."""
+    name = integration.framework_name
+    if name in _integrations and _integrations[name] is not integration:
+        raise ValueError(f"a job integration is already registered as {name!r}")
+    _integrations[name] = integration
+    return integration
+
+
+def unregister(framework_name: str) -> None:
+    _integrations.pop(framework_name, None)
+
+
+def _loaded() -> dict[str, GenericJob]:
+    # The built-in kinds register themselves when their package is imported.
+    importlib.import_module(_BUILT_INS)
+    return _integrations
+
+
+def registered() -> list[GenericJob]:
+    return list(_loaded().values())
+
+
+def by_framework(name: str) -> GenericJob | None:
+    return _loaded().get(name)
+
+
+def by_kind(api_version: str, kind: str) -> GenericJob | None:
+    for integration in _loaded().values():
+        if integration.api_version == api_version and integration.kind == kind:
+            return integration
+    return None
+
+
+class _StoredJob(Protocol):
+    api_version: str
+    kind: str
+
+
+def integration_for(job: _StoredJob) -> GenericJob:
+    """The registered kind of a stored job (anything with ``api_version`` and ``kind``)."""
+    integration = by_kind(job.api_version, job.kind)
+    if integration is None:
+        raise LookupError(f"no job integration is registered for {job.api_version} {job.kind}")
+    return integration
+
+
+def enabled_names(config: Mapping[str, Any]) -> list[str]:
+    value = config.get("INTEGRATIONS_FRAMEWORKS")
+    return list(DEFAULT_FRAMEWORKS if value is None else value)
+
+
+def check_frameworks(names: Iterable[Any]) -> list[str]:
+    """What is wrong with a list of enabled framework names (empty when it is right)."""
+    problems = []
+    known = sorted(_loaded())
+    for name in names:
+        if not isinstance(name, str) or name not in _integrations:
+            problems.append(f"unknown job framework {name!r} (known: {', '.join(known)})")
+    return problems
+
+
+def enabled_for(
+    manifest: Mapping[str, Any], config: Mapping[str, Any]
+) -> tuple[GenericJob | None, list[FieldError]]:
+    """The enabled integration of a submitted object, or the error naming its ``kind``."""
+    api_version, kind = manifest.get("apiVersion"), manifest.get("kind")
+    integration = by_kind(str(api_version), str(kind))
+    if integration is not None and integration.framework_name in enabled_names(config):
+        return integration, []
+    enabled = [i for i in registered() if i.framework_name in enabled_names(config)]
+    accepted = ", ".join(f"{i.api_version} {i.kind}" for i in enabled) or "none"
+    return None, [FieldError("kind", f"{api_version} {kind!r} is not an enabled job kind "
+                             f"(enabled: {accepted})")]

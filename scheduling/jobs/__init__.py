@@ -1,0 +1,9 @@
+"""The job kinds kueueweb runs (Kueue's ``pkg/controller/jobs``): one module per kind, and
+here one registration line per kind."""
+
+from __future__ import annotations
+
+from scheduling.jobframework.registry import register
+from scheduling.jobs.job import BatchJob
+
+register(BatchJob())
