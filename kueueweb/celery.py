@@ -78,7 +78,7 @@ worker_init.connect(_tune_reconciler, weak=False)
 
 
 # When each of beat's tasks last started, by task name (seconds since the epoch): a hash in
-# Redis that tells whether the periodic tasks run on time (``kueueweb.soak``).
+# Redis that tells whether the periodic tasks run on time (``tools.soak``).
 PERIODIC_RUNS_KEY = "kueueweb:periodic-runs"
 _redis_client: Any = None
 

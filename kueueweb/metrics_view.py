@@ -1,4 +1,4 @@
-"""``GET /metrics``: Prometheus metrics (``scheduling.metrics``) for signed-in users.
+"""``GET /metrics``: Prometheus metrics (``scheduling.metrics.prometheus``) for signed-in users.
 
 Like every page but the health check, the endpoint refuses anonymous requests: 401 with a
 ``WWW-Authenticate: Token`` challenge. Prometheus authenticates with an API token
@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from kueueweb.permissions import RolePermission
 from kueueweb.throttling import ThrottledTokenAuthentication
-from scheduling import metrics
+from scheduling.metrics import prometheus
 
 
 class PlainTextErrorRenderer(BaseRenderer):
@@ -57,4 +57,4 @@ class MetricsView(APIView):
 
     @extend_schema(exclude=True)
     def get(self, request: Request) -> HttpResponse:
-        return HttpResponse(metrics.render(), content_type=CONTENT_TYPE_LATEST)
+        return HttpResponse(prometheus.render(), content_type=CONTENT_TYPE_LATEST)

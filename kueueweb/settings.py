@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "kueueweb.apps.KueuewebConfig",
     "scheduling.apps.SchedulingConfig",
     "multicluster.apps.MulticlusterConfig",
+    "tools.apps.ToolsConfig",
 ]
 
 MIDDLEWARE = [

@@ -47,12 +47,14 @@ from multicluster.choices import (
 )
 from multicluster.core import dispatch as core
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig
-from scheduling import admission, jobframework, lifecycle
-from scheduling import conditions as cond
 from scheduling import job_reconciler as reconciler
+from scheduling import jobframework
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.models import Event, Job, Workload
+from scheduling.scheduler import admission
 from scheduling.services import local_queue_for, save_new_workload
+from scheduling.workload import conditions as cond
+from scheduling.workload import lifecycle
 
 logger = logging.getLogger(__name__)
 

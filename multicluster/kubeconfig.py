@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import yaml
 from django.conf import settings
 
-from scheduling.yamlio import ManifestSyntaxError, load_yaml_documents
+from scheduling.manifests.yamlio import ManifestSyntaxError, load_yaml_documents
 
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 LOCAL_USER_KEYS = ("exec", "auth-provider", "tokenFile", "client-certificate", "client-key")

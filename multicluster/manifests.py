@@ -1,6 +1,6 @@
 """Kueue manifests of the multicluster kinds (AdmissionCheck, MultiKueueConfig,
 MultiKueueCluster), the core/v1 Node of a simulated cluster and the REST shape of a kueueweb
-Cluster, on the codec of ``scheduling.manifests``.
+Cluster, on the codec of ``scheduling.manifests.codec``.
 
 A MultiKueueCluster becomes a worker ``Cluster``. Kueue reads the worker's kubeconfig from a
 Secret (or a path) in the manager cluster; kueueweb stores the kubeconfig itself, uploaded
@@ -24,7 +24,7 @@ from multicluster.choices import ClusterRole, ConnectionType, Dispatcher, PodPha
 from multicluster.kubeconfig import KubeconfigInvalid, read_kubeconfig
 from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node, Pod
 from scheduling.api.base import object_metadata
-from scheduling.manifests import (
+from scheduling.manifests.codec import (
     _SERVER_METADATA,
     ANNOTATION_PREFIX,
     Kind,
@@ -279,7 +279,7 @@ class NodeKind(Kind[Node]):
     resources (``status.allocatable``, else ``status.capacity``).
 
     Not a Kueue kind: ``read_document`` reads its envelope (``apiVersion: v1``), which
-    ``scheduling.manifests.read_manifest`` does not know. ``spec`` of the manifest holds the
+    ``scheduling.manifests.codec.read_manifest`` does not know. ``spec`` of the manifest holds the
     node's whole defined state (labels and resources included), so "unchanged" is a plain
     comparison. Readiness is run-time state (fault injection), not part of the manifest: an
     update leaves it alone and a new node starts Ready. Only a simulated cluster's nodes are

@@ -28,9 +28,8 @@ from kueueweb.admin import (
     RoleAdminMixin,
     TabularInline,
 )
-from scheduling import admission, services
+from scheduling import services
 from scheduling.choices import WorkloadPhase
-from scheduling.conditions import timestamp
 from scheduling.models import (
     ClusterQueue,
     Cohort,
@@ -42,6 +41,7 @@ from scheduling.models import (
     Workload,
     WorkloadPriorityClass,
 )
+from scheduling.scheduler import admission
 from scheduling.validation import (
     FieldError,
     cohort_cycle,
@@ -51,6 +51,7 @@ from scheduling.validation import (
     validate_preemption,
     validate_resource_groups,
 )
+from scheduling.workload.conditions import timestamp
 
 # --- helpers ------------------------------------------------------------------------------
 

@@ -24,8 +24,6 @@ from typing import Any
 
 from django.conf import settings
 
-from scheduling import conditions as cond
-from scheduling import elastic, lifecycle
 from scheduling.choices import WorkloadPhase
 from scheduling.jobframework import registry
 from scheduling.jobframework.interface import GenericJob
@@ -33,6 +31,8 @@ from scheduling.jobframework.podsets import PodSetInfo
 from scheduling.jobframework.podsets import pod_set_infos as infos_from
 from scheduling.jobframework.workload import is_elastic as elastic_annotated
 from scheduling.models import Event, Job, ResourceFlavor, Workload
+from scheduling.workload import conditions as cond
+from scheduling.workload import lifecycle, slices
 
 RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 
@@ -72,7 +72,7 @@ def placed_on_worker(wl: Workload | None) -> bool:
 def allowed_counts(wl: Workload, *, elastic_job: bool) -> dict[str, int] | None:
     """For an elastic slice, each pod set's current count (a scale-down lowers it in place
     and leaves the admission as it was), which caps its admitted count."""
-    return elastic.pod_set_counts(wl.pod_sets or []) if elastic_job else None
+    return slices.pod_set_counts(wl.pod_sets or []) if elastic_job else None
 
 
 def admitted_pods(wl: Workload, *, elastic_job: bool) -> int:
@@ -135,7 +135,7 @@ def release_stopped(job: Job, workloads: Sequence[Workload], wl: Workload | None
     waited has the evicted slice, and its current slice ``wl`` is the waiting one. The
     ``Stopped`` event goes on the current slice if it is released, else the newest released.
     """
-    releasing = [w for w in elastic.not_finished(workloads)
+    releasing = [w for w in slices.not_finished(workloads)
                  if w.phase in RESERVED and cond.find(w.conditions, "Evicted")]
     if not releasing:
         return []

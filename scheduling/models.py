@@ -513,7 +513,7 @@ class AdmissionLease(models.Model):
 class QueueUsageSample(models.Model):
     """One cluster queue's usage and workload counts at one moment, for the overview's chart.
 
-    Written by ``scheduling.history.sample_usage`` (a periodic task); kept for 24 hours.
+    Written by ``scheduling.metrics.history.sample_usage`` (a periodic task); kept for 24 hours.
     ``usage`` maps "flavor/resource" to the amount held, in base units (CPU cores, bytes).
     """
 

@@ -22,12 +22,14 @@ from kueueweb.models import NamespaceGrant
 from kueueweb.roles import can_operate_in, submission_grant
 from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
-from scheduling import actions, admission, bulk, grants, jobframework, lifecycle
+from scheduling import grants, jobframework
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.patch import merge_patch
 from scheduling.jobframework import registry
 from scheduling.models import Event, Job, LocalQueue, Workload, WorkloadPriorityClass
+from scheduling.scheduler import admission, bulk
 from scheduling.validation import FieldError, errors_to_dict
+from scheduling.workload import actions, lifecycle
 
 # =========================================================================================
 # Jobs and workloads: submission, spec changes and deletion

@@ -6,7 +6,8 @@ from celery import shared_task
 from django.utils import timezone
 
 from kueueweb import reconcile
-from scheduling import admission, lifecycle
+from scheduling.scheduler import admission
+from scheduling.workload import lifecycle
 
 
 @shared_task(name=reconcile.ADMISSION_TASK)
@@ -48,6 +49,6 @@ def demo_traffic_task() -> None:
 @shared_task(name=reconcile.SAMPLE_USAGE_TASK)
 def sample_usage_task() -> None:
     """Periodic: one usage sample per cluster queue, for the overview's chart."""
-    from scheduling import history
+    from scheduling.metrics import history
 
     history.sample_usage(now=timezone.now())

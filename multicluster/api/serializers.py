@@ -20,7 +20,7 @@ from scheduling.api.serializers import (
     TaintSerializer,
 )
 from scheduling.core.patch import merge_patch
-from scheduling.manifests import ManifestInvalid
+from scheduling.manifests.codec import ManifestInvalid
 
 
 class AdmissionCheckParametersSerializer(serializers.Serializer[Any]):

@@ -38,8 +38,8 @@ from multicluster.kube.errors import KubeApiError, KubeConfigError, KubeUnavaila
 from multicluster.kube.kinds import job_kinds
 from multicluster.kube.manifests import reduce_node
 from multicluster.models import Cluster, Node
-from scheduling import conditions as cond
 from scheduling.core.quantities import QuantityError, int_to_quantity, quantity_to_int
+from scheduling.workload import conditions as cond
 
 logger = logging.getLogger(__name__)
 

@@ -67,11 +67,11 @@ from multicluster.kube.manifests import (
     remote_object,
 )
 from multicluster.models import Cluster
-from scheduling import elastic, lifecycle
 from scheduling import job_reconciler as reconciler
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.pod_security import SYSTEM_NAMESPACES
 from scheduling.models import Event, Job, Workload
+from scheduling.workload import lifecycle, slices
 
 logger = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ class _Pass:
                 self._reconcile(job)
             except KubeApiError as exc:
                 # One job's refused call must not hold up the others.
-                wl = elastic.current_slice(job.workloads.all())
+                wl = slices.current_slice(job.workloads.all())
                 message = f"Syncing the job with cluster {self.cluster.name} failed: {exc}"
                 if wl is not None:
                     self._warn(wl, "SyncFailed", message)
@@ -304,7 +304,7 @@ class _Pass:
 
     def _reconcile(self, job: Job) -> None:
         workloads = list(job.workloads.all())
-        wl = elastic.current_slice(workloads)
+        wl = slices.current_slice(workloads)
         if reconciler.placed_on_worker(wl):
             return
         remote = self._remote_of(job)

@@ -15,8 +15,8 @@ from django.db import transaction
 from kueueweb import reconcile
 from multicluster.choices import PodPhase
 from multicluster.models import Cluster, Node, Pod
-from scheduling import admission
-from scheduling import conditions as cond
+from scheduling.scheduler import admission
+from scheduling.workload import conditions as cond
 
 
 def lose_node(node: Node, *, now: datetime) -> int:

@@ -17,7 +17,7 @@ reconciler, in order:
    ``backoffLimit`` failures), create replacement pods as the Job controller does, and feed
    the status to the workload lifecycle (PodsReady, dynamic reclaim, Finished);
    **elastic jobs** (``kueue.x-k8s.io/elastic-job``, workload slices) run on their
-   current slice (``scheduling.elastic.current_slice``: the admitted one while a scale-up
+   current slice (``scheduling.workload.slices.current_slice``: the admitted one while a scale-up
    slice waits) and follow ``spec.parallelism``: the Job controller keeps
    min(parallelism, pods still to succeed) pods, of which at most the slice's admitted
    count (lowered in place by a scale-down) run; the others wait with the scheduling gate
@@ -56,12 +56,14 @@ from multicluster.choices import ClusterRole, ConnectionType, PodPhase
 from multicluster.core import placement
 from multicluster.core.pods import run_seconds
 from multicluster.models import Cluster, Node, Pod, PodGroup
-from scheduling import admission, elastic, jobframework, lifecycle
-from scheduling import conditions as cond
 from scheduling import job_reconciler as reconciler
+from scheduling import jobframework
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.quantities import quantity_to_int
 from scheduling.models import Event, Job, Workload, name_order
+from scheduling.scheduler import admission
+from scheduling.workload import conditions as cond
+from scheduling.workload import lifecycle, slices
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +189,7 @@ def _stop_jobs(cluster: Cluster, *, now: datetime, events: list[Event],
         if reconciler.is_finished(job):
             continue
         workloads = list(job.workloads.all())
-        wl = elastic.current_slice(workloads)
+        wl = slices.current_slice(workloads)
         if reconciler.should_run(wl) or reconciler.placed_on_worker(wl):
             # Running here, or a MultiKueue hub job whose status mirrors its worker's.
             continue
@@ -215,7 +217,7 @@ def _start_jobs(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
             continue  # a kind the simulated cluster cannot run
         elastic_job = reconciler.is_elastic(job)
         if elastic_job:
-            current = elastic.current_slice(job.workloads.all())
+            current = slices.current_slice(job.workloads.all())
             if current is None or current.pk != wl.pk:
                 continue  # an older slice still admitted: the job runs on the newest
         pod_sets = {ps.get("name", "main"): ps for ps in wl.pod_sets}
@@ -475,7 +477,7 @@ def _report(cluster: Cluster, *, now: datetime, events: list[Event],
     for job in running:
         if reconciler.is_finished(job):
             continue
-        wl = elastic.current_slice(job.workloads.all())
+        wl = slices.current_slice(job.workloads.all())
         if not reconciler.should_run(wl):
             continue
         assert wl is not None

@@ -20,10 +20,10 @@ from django.shortcuts import get_object_or_404, render
 
 from multicluster.choices import ClusterRole, ConnectionType, PodPhase
 from multicluster.models import Cluster, Dispatch, Node, Pod, PodGroup
-from scheduling.conditions import find
 from scheduling.core.quantities import QuantityError, format_amount, quantity_to_int
-from scheduling.history import base_units
+from scheduling.metrics.history import base_units
 from scheduling.web.queues import health, role_required
+from scheduling.workload.conditions import find
 
 ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING)
 PAGE_SIZE = 50

@@ -1,7 +1,7 @@
 """The quota kinds over REST, in Kueue's own shape (``apiVersion``, ``kind``, ``metadata``,
 ``spec``, ``status``, camelCase fields).
 
-Reading and writing both go through ``scheduling.manifests``: ``to_representation`` prints
+Reading and writing both go through ``scheduling.manifests.codec``: ``to_representation`` prints
 what ``Kind.to_manifest`` prints and ``to_internal_value`` runs ``read_manifest``, so the API,
 ``apply`` and the admin console accept and refuse the same objects with the same field
 paths. The declared fields describe the same shapes for the OpenAPI schema only.
@@ -16,7 +16,6 @@ from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduling.apply import KINDS
 from scheduling.choices import (
     BorrowWithinCohortPolicy,
     FungibilityPolicy,
@@ -27,7 +26,8 @@ from scheduling.choices import (
     WithinClusterQueue,
 )
 from scheduling.core.patch import merge_patch
-from scheduling.manifests import (
+from scheduling.manifests.apply import KINDS
+from scheduling.manifests.codec import (
     V1BETA2,
     Kind,
     ManifestInvalid,

@@ -3,7 +3,7 @@
 Cluster-scoped kinds at ``/api/v1/<plural>/[{name}/]``; local queues at
 ``/api/v1/namespaces/{namespace}/localqueues/[{name}/]`` and, across namespaces,
 ``/api/v1/localqueues/``. ``?cluster=NAME`` addresses another scheduling domain (default: the
-manager). Every write goes through ``scheduling.apply`` (the codec of ``apply``); the
+manager). Every write goes through ``scheduling.manifests.apply`` (the codec of ``apply``); the
 viewsets only name their kind, serializer and filters.
 """
 
@@ -35,7 +35,6 @@ from rest_framework.viewsets import ModelViewSet
 from kueueweb.api import ConflictError, PayloadTooLarge, URLArgumentsMixin
 from kueueweb.roles import Role
 from multicluster.models import Cluster
-from scheduling import yamlio
 from scheduling.api.filters import ClusterQueueFilter, CohortFilter, LocalQueueFilter
 from scheduling.api.serializers import (
     ApplyErrorSerializer,
@@ -46,7 +45,8 @@ from scheduling.api.serializers import (
     ResourceFlavorSerializer,
     WorkloadPriorityClassSerializer,
 )
-from scheduling.apply import (
+from scheduling.manifests import yamlio
+from scheduling.manifests.apply import (
     KINDS,
     ApplyError,
     UnknownCluster,
@@ -56,7 +56,7 @@ from scheduling.apply import (
     export_manifests,
     resolve_cluster,
 )
-from scheduling.manifests import API_GROUP, Conflict, ManifestInvalid
+from scheduling.manifests.codec import API_GROUP, Conflict, ManifestInvalid
 from scheduling.models import (
     ClusterQueue,
     Cohort,
@@ -70,7 +70,7 @@ from scheduling.models import (
 
 class ManifestParser(BaseParser):
     """A body of manifests, read safely and at most ``KUEUEWEB["MAX_MANIFEST_BYTES"]`` long
-    (``scheduling.yamlio``): a list of documents."""
+    (``scheduling.manifests.yamlio``): a list of documents."""
 
     media_type = "application/yaml"
 

@@ -15,8 +15,8 @@ from rest_framework.views import APIView
 
 from kueueweb.api import URLArgumentsMixin
 from multicluster.models import Cluster
-from scheduling import visibility
 from scheduling.models import ClusterQueue, LocalQueue
+from scheduling.queue import visibility
 
 API_VERSION = "visibility.kueue.x-k8s.io/v1beta2"
 

@@ -22,7 +22,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kueueweb.roles import Role, role_of
-from scheduling import admission
 from scheduling.api.workload_serializers import WorkloadSerializer, WorkloadStatusPatchSerializer
 from scheduling.api.workload_views import (
     CLUSTER_PARAMETER,
@@ -35,6 +34,7 @@ from scheduling.api.workload_views import (
     _body,
 )
 from scheduling.models import Workload
+from scheduling.scheduler import admission
 
 WRITABLE_STATUS_FIELDS = ("admissionChecks", "nominatedClusterNames")
 # Top-level keys a client may send back unchanged (a whole Workload read with GET).

@@ -2,9 +2,9 @@
 
 ``/api/v1/namespaces/{namespace}/workloads/[{name}/]`` and ``/api/v1/workloads/``; the same
 for ``jobs``, whose parallelism changes through ``POST .../jobs/{name}/scale`` or a merge
-patch of ``spec.parallelism`` (elastic jobs, ``scheduling.elastic.scale_job``). ``?cluster=NAME``
+patch of ``spec.parallelism`` (elastic jobs, ``scheduling.workload.slices.scale_job``). ``?cluster=NAME``
 addresses another scheduling domain (default: the manager). Views only parse, authorize and
-call ``scheduling.services`` (and ``scheduling.elastic``).
+call ``scheduling.services`` (and ``scheduling.workload.slices``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from kueueweb.api import ConflictError as Conflict
 from kueueweb.api import PayloadTooLarge, URLArgumentsMixin
 from kueueweb.roles import Role
 from multicluster.models import Cluster
-from scheduling import elastic, jobframework, services, yamlio
+from scheduling import jobframework, services
 from scheduling.api.workload_filters import JobFilter, WorkloadFilter
 from scheduling.api.workload_serializers import (
     JobPatchSerializer,
@@ -44,8 +44,10 @@ from scheduling.api.workload_serializers import (
     job_to_dict,
 )
 from scheduling.core.patch import merge_patch
+from scheduling.manifests import yamlio
 from scheduling.models import Job, Workload
 from scheduling.validation import FieldError, errors_to_dict
+from scheduling.workload import slices
 
 # --- Parsers: one object per request, JSON or YAML, size-limited ---------------------------
 
@@ -98,7 +100,7 @@ class MergePatchJSONParser(JSONManifestParser):
 
 
 class YAMLManifestParser(_ManifestParser):
-    """YAML, parsed safely: no anchors or aliases, no Python objects (``scheduling.yamlio``)."""
+    """YAML, parsed safely: no anchors or aliases, no Python objects (``scheduling.manifests.yamlio``)."""
 
     media_type = "application/yaml"
 
@@ -415,7 +417,7 @@ class JobViewSet(_DomainViewSet):
         spec = merged.get("spec") or {}
         # A deleted (null) parallelism is defaulted as Kubernetes does: 1.
         wanted = spec.get("parallelism", 1)
-        if wanted != elastic.parallelism_of(job.manifest) or isinstance(wanted, bool):
+        if wanted != slices.parallelism_of(job.manifest) or isinstance(wanted, bool):
             job = self._scale(job, wanted)
         return Response(self.get_serializer(job).data)
 
@@ -446,10 +448,10 @@ class JobViewSet(_DomainViewSet):
         return Response(self.get_serializer(job).data)
 
     def _scale(self, job: Job, parallelism: Any) -> Job:
-        """``elastic.scale_job``; its ValidationError (by field) and PermissionDenied become
+        """``slices.scale_job``; its ValidationError (by field) and PermissionDenied become
         400 and 403 through the API's exception handler."""
         try:
-            result = elastic.scale_job(job, parallelism, user=self.request.user)
+            result = slices.scale_job(job, parallelism, user=self.request.user)
         except services.ConflictError as exc:
             raise Conflict(str(exc)) from exc
         return result.job

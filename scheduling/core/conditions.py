@@ -1,7 +1,7 @@
 """Kubernetes-style conditions on JSON status fields (``metav1.Condition``), pure.
 
 ``lastTransitionTime`` moves only when the status changes, so a timeline of transitions can
-be read from them. The database queries over conditions are in ``scheduling.conditions``.
+be read from them. The database queries over conditions are in ``scheduling.workload.conditions``.
 """
 
 from __future__ import annotations

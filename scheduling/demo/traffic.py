@@ -29,11 +29,12 @@ from django.core.exceptions import ValidationError
 from multicluster.choices import ClusterRole
 from multicluster.core.pods import RUN_SECONDS_ANNOTATION
 from multicluster.models import Cluster
-from scheduling import conditions, services
+from scheduling import services
 from scheduling.choices import WorkloadPhase
 from scheduling.jobframework import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from scheduling.jobs.job import JOB_MIN_PARALLELISM_ANNOTATION
 from scheduling.models import Job, LocalQueue, Workload, WorkloadPriorityClass
+from scheduling.workload import conditions
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ workload slices, plus the scale action shared with the workload page.
 As on the workload page, every region that updates live is one template include rendered
 both in the page and by its partial URL (htmx ``live-refresh``). Scaling is a POST form
 (CSRF, a confirmation dialog); it checks the user's namespace here and the service
-(``scheduling.elastic.scale_job``) checks again. Errors are shown next to the control, by
+(``scheduling.workload.slices.scale_job``) checks again. Errors are shown next to the control, by
 field, on the page the form came from.
 """
 
@@ -26,12 +26,13 @@ from django.views.decorators.http import require_GET, require_POST
 from kueueweb.roles import can_operate_in
 from multicluster.choices import PodPhase
 from multicluster.models import Pod
-from scheduling import elastic, jobframework, services
+from scheduling import jobframework, services
 from scheduling.jobs import job as batch_job
 from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
 from scheduling.web.forms import field_errors
 from scheduling.web.workloads import reader_required
+from scheduling.workload import slices as elastic
 
 JOB_REGIONS = ("summary", "controls", "pods", "slices", "events")
 EVENTS_PAGE_SIZE = 25

@@ -15,7 +15,8 @@ from django.views.decorators.http import require_http_methods
 
 from kueueweb.models import ALL_NAMESPACES
 from kueueweb.roles import Role, granted_namespaces, role_of
-from scheduling import services, yamlio
+from scheduling import services
+from scheduling.manifests import yamlio
 from scheduling.models import LocalQueue
 from scheduling.web.forms import EXAMPLE_JOB, JobSubmitForm, field_errors
 from scheduling.web.workloads import reader_required

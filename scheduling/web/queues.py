@@ -39,16 +39,17 @@ from django.utils import timezone
 from kueueweb.pagination import page_number
 from kueueweb.roles import Role, role_of
 from multicluster.models import Cluster
-from scheduling import snapshots, visibility
+from scheduling.cache import snapshots
 from scheduling.choices import StopPolicy, WorkloadPhase
-from scheduling.conditions import find, timestamp
 from scheduling.core import snapshot as snap
 from scheduling.core import types as core_types
 from scheduling.core.quantities import QuantityError, format_amount
 from scheduling.core.resources import FlavorResource
 from scheduling.core.snapshot import Snapshot
-from scheduling.history import base_units
+from scheduling.metrics.history import base_units
 from scheduling.models import ClusterQueue, LocalQueue, QueueUsageSample, Workload, examples
+from scheduling.queue import visibility
+from scheduling.workload.conditions import find, timestamp
 
 RESERVING = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 PAGE_SIZE = 50

@@ -17,10 +17,11 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from kueueweb.roles import can_operate_in
-from scheduling import conditions as cond
-from scheduling import elastic, jobframework
+from scheduling import jobframework
 from scheduling.choices import WorkloadPhase
 from scheduling.models import Job, Workload
+from scheduling.workload import conditions as cond
+from scheduling.workload import slices
 
 # Why the control is disabled (shown next to it and as the button's title).
 REASON_NOT_ELASTIC = ('Only elastic jobs (annotation kueue.x-k8s.io/elastic-job: "true") can be '
@@ -73,7 +74,7 @@ def admitted_count(wl: Workload) -> int | None:
     """
     if not wl.admission:
         return None
-    counts = elastic.pod_set_counts(wl.pod_sets or [])
+    counts = slices.pod_set_counts(wl.pod_sets or [])
     total = 0
     for psa in wl.admission.get("podSetAssignments") or ():
         granted = int(psa.get("count") or 0)
@@ -102,7 +103,7 @@ def job_url(job: Job) -> str:
 
 
 def job_workloads(job: Job) -> list[Workload]:
-    return elastic.ordered(Workload.objects.filter(job=job).select_related("cluster"))
+    return slices.ordered(Workload.objects.filter(job=job).select_related("cluster"))
 
 
 # =========================================================================================
@@ -110,15 +111,15 @@ def job_workloads(job: Job) -> list[Workload]:
 # =========================================================================================
 
 
-_REASONS = {elastic.SCALE_FINISHED: REASON_FINISHED,
-            elastic.SCALE_PARTIAL_ADMISSION: REASON_PARTIAL_ADMISSION,
-            elastic.SCALE_NOT_ELASTIC: REASON_NOT_ELASTIC}
+_REASONS = {slices.SCALE_FINISHED: REASON_FINISHED,
+            slices.SCALE_PARTIAL_ADMISSION: REASON_PARTIAL_ADMISSION,
+            slices.SCALE_NOT_ELASTIC: REASON_NOT_ELASTIC}
 
 
 def scale_disabled_reason(job: Job, workloads: Iterable[Workload]) -> str:
     """Why the job cannot be scaled now ("" if it can): the rule the service refuses on
-    (``elastic.scale_refusal``), in the page's words."""
-    refused = elastic.scale_refusal(job, workloads)
+    (``slices.scale_refusal``), in the page's words."""
+    refused = slices.scale_refusal(job, workloads)
     return _REASONS[refused] if refused else ""
 
 
@@ -130,7 +131,7 @@ def scale_control(
     errors of the last attempt (``flash``, from ``pop_scale_errors``)."""
     workloads = job_workloads(job) if workloads is None else list(workloads)
     reason = scale_disabled_reason(job, workloads)
-    current = elastic.current_slice(workloads)
+    current = slices.current_slice(workloads)
     value = parallelism(job)
     flash = flash or {}
     return {"scale": {
@@ -178,20 +179,20 @@ def slice_history(job: Job | None, *, workloads: Iterable[Workload] | None = Non
     (``slices``), and the scale-up waiting for quota (``pending_scale_up``), if any."""
     if job is None:
         return {"slices": [], "pending_scale_up": None, "slices_hidden": 0, "has_job": False}
-    all_workloads = job_workloads(job) if workloads is None else elastic.ordered(workloads)
-    by_key = {elastic.key_of(wl): wl for wl in all_workloads}
+    all_workloads = job_workloads(job) if workloads is None else slices.ordered(workloads)
+    by_key = {slices.key_of(wl): wl for wl in all_workloads}
     replaced_by: dict[str, list[Workload]] = {}
     for wl in all_workloads:
-        target = elastic.replacement_for(wl)
+        target = slices.replacement_for(wl)
         if target:
             replaced_by.setdefault(target, []).append(wl)
-    current = elastic.current_slice(all_workloads)
-    pending = (elastic.pending_replacement(all_workloads, of=current)
-               if current is not None and elastic.holds_quota(current) else None)
+    current = slices.current_slice(all_workloads)
+    pending = (slices.pending_replacement(all_workloads, of=current)
+               if current is not None and slices.holds_quota(current) else None)
     shown = all_workloads[-SLICE_HISTORY_LIMIT:]
     rows = []
     for wl in shown:
-        target = elastic.replacement_for(wl)
+        target = slices.replacement_for(wl)
         replaces = by_key.get(target) if target else None
         finished = cond.find(wl.conditions or [], "Finished")
         rows.append({
@@ -210,7 +211,7 @@ def slice_history(job: Job | None, *, workloads: Iterable[Workload] | None = Non
             "replaces_name": (target or "").split("/", 1)[-1],
             "replaces_url": _workload_url(replaces) if replaces is not None else "",
             "replaced_by": [{"name": r.name, "url": _workload_url(r)}
-                            for r in replaced_by.get(elastic.key_of(wl), ())],
+                            for r in replaced_by.get(slices.key_of(wl), ())],
             "finished_reason": (finished or {}).get("reason", "") if finished and
             finished.get("status") == "True" else "",
             "waiting": _quota_message(wl) if wl.phase == WorkloadPhase.PENDING else "",

@@ -30,14 +30,17 @@ from kueueweb.pagination import page_number as pager_page_number
 from kueueweb.roles import Role, can_operate_in, role_of
 from multicluster.choices import MULTIKUEUE_CONTROLLER_NAME, ClusterRole, Dispatcher
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig, Pod, PodGroup
-from scheduling import actions, jobframework, services, snapshots, yamlio
-from scheduling import conditions as cond
+from scheduling import jobframework, services
 from scheduling.api.workload_serializers import job_to_dict
+from scheduling.cache import snapshots
 from scheduling.choices import WorkloadPhase
 from scheduling.core.quantities import format_amount
+from scheduling.manifests import yamlio
 from scheduling.models import ClusterQueue, Event, LocalQueue, Workload
 from scheduling.web import slices
 from scheduling.web.forms import WorkloadListFilter
+from scheduling.workload import actions
+from scheduling.workload import conditions as cond
 
 PAGE_SIZE = 50
 EVENTS_PAGE_SIZE = 25
@@ -384,7 +387,7 @@ def _region_controls(wl: Workload, request: HttpRequest, *, page: bool = False) 
     finished = actions.finished_refusal(wl)
     context: dict[str, Any] = {
         "may_act": may_act,
-        # What the state allows, as the services decide (``scheduling.actions``).
+        # What the state allows, as the services decide (``scheduling.workload.actions``).
         "actions": actions.allowed(wl),
         "finished_reason": finished.message if finished is not None else "",
     }

@@ -33,7 +33,7 @@ def test_admission_by_another_process_updates_bar_and_counts_without_reload(
 
     run_elsewhere(settings, (
         "from django.utils import timezone\n"
-        "from scheduling.admission import run_admission_cycle\n"
+        "from scheduling.scheduler.admission import run_admission_cycle\n"
         f"run_admission_cycle({manager.pk}, now=timezone.now())\n"
     ))
     wl.refresh_from_db()

@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.production, pytest.mark.slow]
 RECONCILE_ELSEWHERE = (
     "from django.utils import timezone\n"
     "from multicluster.simulated.runner import sync_cluster\n"
-    "from scheduling.admission import run_admission_cycle\n"
-    "from scheduling.lifecycle import run_lifecycle\n"
+    "from scheduling.scheduler.admission import run_admission_cycle\n"
+    "from scheduling.workload.lifecycle import run_lifecycle\n"
     "for _ in range(2):\n"
     "    run_lifecycle({id}, now=timezone.now())\n"
     "    sync_cluster({id}, now=timezone.now())\n"

@@ -41,8 +41,8 @@ Target = tuple[str, str | None, str]
 def grant_world(manager: Cluster, admin_user: User,
                 make_queue: Callable[..., Any]) -> list[Target]:
     """Queues in both namespaces and two jobs in each; every object of the world."""
-    from scheduling import yamlio
-    from scheduling.apply import apply_manifests
+    from scheduling.manifests import yamlio
+    from scheduling.manifests.apply import apply_manifests
     from scheduling.models import ClusterQueue, LocalQueue, Workload
     from scheduling.services import submit_job
 

@@ -86,8 +86,8 @@ def wsgi_app(api_schema: Any, wsgi_app: WSGIHandler) -> WSGIHandler:
 @pytest.fixture
 def fuzz_world(manager: Cluster, admin_user: Any) -> dict[str, Any]:
     """A small system so that reads and writes meet real objects, and the admin's token."""
-    from scheduling import yamlio
-    from scheduling.apply import apply_manifests
+    from scheduling.manifests import yamlio
+    from scheduling.manifests.apply import apply_manifests
     from scheduling.services import submit_job
 
     apply_manifests(yamlio.load_yaml_documents(SETUP), cluster=manager)

@@ -233,7 +233,7 @@ from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.models import User
 from multicluster.models import Cluster
-from scheduling.apply import apply_manifests
+from scheduling.manifests.apply import apply_manifests
 api = "kueue.x-k8s.io/v1beta2"
 apply_manifests([
     {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": "default"}},

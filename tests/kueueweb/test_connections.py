@@ -16,8 +16,8 @@ from django.db import connection
 
 from kueueweb.celery import app
 from multicluster.models import Cluster
-from scheduling.admission import ADMISSION_TASK
 from scheduling.models import AdmissionLease
+from scheduling.scheduler.admission import ADMISSION_TASK
 from tests.fixtures.processes import Processes, wait_for, worker_only
 
 pytestmark = [pytest.mark.production, pytest.mark.slow]

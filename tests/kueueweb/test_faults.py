@@ -23,9 +23,9 @@ from django.db import connections
 from django.utils import timezone
 
 from multicluster.models import Cluster
-from scheduling.admission import candidates_per_queue
 from scheduling.choices import WorkloadPhase
 from scheduling.models import AdmissionLease, ClusterQueue, Workload
+from scheduling.scheduler.admission import candidates_per_queue
 from scheduling.services import WorkloadRequest, create_workloads
 from tests.fixtures import faults
 from tests.fixtures.faults import RedisServer, check_invariants
@@ -350,7 +350,7 @@ def _multikueue_setup(workers: list[str]) -> list[dict[str, Any]]:
 
 
 def _active(cluster_name: str) -> bool | None:
-    from scheduling import conditions as cond
+    from scheduling.workload import conditions as cond
 
     cluster = Cluster.objects.get(name=cluster_name)
     condition = cond.find(cluster.conditions, "Active")
@@ -369,7 +369,7 @@ def test_worker_cluster_disappears_and_returns(
     import threading
 
     from multicluster.kube import client
-    from scheduling.apply import apply_manifests
+    from scheduling.manifests.apply import apply_manifests
     from scheduling.models import Event, Job
     from scheduling.services import submit_job
     from tests.fixtures.kube_api import FakeKubeAPI

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from scheduling import metrics
+from scheduling.metrics import prometheus
 
 pytestmark = pytest.mark.django_db
 
@@ -30,9 +30,9 @@ PROMETHEUS_ACCEPT = (
 def empty_store(settings: Any) -> Iterator[None]:
     if settings.REDIS_URL:
         settings.METRICS_REDIS_PREFIX = "kueueweb-test:view:"
-    metrics.clear_event_metrics()
+    prometheus.clear_event_metrics()
     yield
-    metrics.clear_event_metrics()
+    prometheus.clear_event_metrics()
 
 
 def _names(content: bytes) -> set[str]:
@@ -89,7 +89,7 @@ def test_recorded_events_are_served(
     viewer_client: APIClient, manager: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        metrics.preempted("cq-a", "InClusterQueue", cluster_id=manager.pk)
+        prometheus.preempted("cq-a", "InClusterQueue", cluster_id=manager.pk)
     response = viewer_client.get("/metrics")
     samples = {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value

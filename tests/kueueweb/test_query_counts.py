@@ -1,7 +1,7 @@
 """The lists and pages make as many queries with many rows as with few (no N+1), and the
 shortcuts that keep them fast give the same answers as the plain way.
 
-The data is the load test's (``kueueweb.loadtest.seed``): every phase, jobs, events, pods.
+The data is the load test's (``tools.loadtest.seed``): every phase, jobs, events, pods.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from kueueweb import loadtest, pagination
+from kueueweb import pagination
 from multicluster.models import Cluster
-from scheduling import snapshots
+from scheduling.cache import snapshots
 from scheduling.core.snapshot import Snapshot
 from scheduling.web import queues
+from tools import loadtest
 
 
 def _counts() -> dict[str, int]:

@@ -14,10 +14,11 @@ from multicluster import dispatch
 from multicluster.choices import ClusterRole, Dispatcher
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig, Pod
 from multicluster.simulated import faults
-from scheduling import admission, lifecycle
-from scheduling import conditions as cond
 from scheduling.choices import WorkloadPhase
 from scheduling.models import Job, Workload
+from scheduling.scheduler import admission
+from scheduling.workload import conditions as cond
+from scheduling.workload import lifecycle
 
 pytestmark = pytest.mark.django_db
 
@@ -270,7 +271,8 @@ def test_garbage_collector_removes_copies_whose_hub_workload_is_gone(
 
 
 def test_an_elastic_scale_up_stays_on_the_winner(hub: Cluster, t0: datetime) -> None:
-    from scheduling import elastic, services
+    from scheduling import services
+    from scheduling.workload import slices
     from tests.fixtures.scheduling import job_manifest
 
     everything = Everything()
@@ -286,7 +288,7 @@ def test_an_elastic_scale_up_stays_on_the_winner(hub: Cluster, t0: datetime) -> 
     everything.step(at(t0, 3))
     assert Pod.objects.filter(cluster__name=winner, phase="Running").count() == 2
 
-    new = elastic.scale_job(job, 3, now=at(t0, 5)).workload
+    new = slices.scale_job(job, 3, now=at(t0, 5)).workload
     assert new is not None
     everything.step(at(t0, 5))
     new.refresh_from_db()
@@ -309,7 +311,7 @@ def test_an_elastic_scale_up_stays_on_the_winner(hub: Cluster, t0: datetime) -> 
     assert Pod.objects.filter(cluster__name=winner, phase="Running").count() == 3
 
     # Scale down on the hub: the copy on the winner shrinks in place, its pods follow.
-    elastic.scale_job(job, 1, now=at(t0, 10))
+    slices.scale_job(job, 1, now=at(t0, 10))
     everything.step(at(t0, 10))
     remote_new.refresh_from_db()
     assert remote_new.pod_sets[0]["count"] == 1
@@ -323,7 +325,7 @@ def test_an_elastic_scale_up_stays_on_the_winner(hub: Cluster, t0: datetime) -> 
 def test_a_hub_queue_with_an_unusable_or_misused_multikueue_check_admits_nothing(
     hub: Cluster, t0: datetime,
 ) -> None:
-    from scheduling import snapshots
+    from scheduling.cache import snapshots
     from scheduling.models import ClusterQueue
 
     for worker in Cluster.objects.filter(role=ClusterRole.WORKER):

@@ -26,8 +26,8 @@ from multicluster.kube.connection import probe_cluster
 from multicluster.kube.sync import sync_kube_cluster
 from multicluster.kubeconfig import KubeconfigInvalid, read_kubeconfig
 from multicluster.models import Cluster
-from scheduling import conditions as cond
 from scheduling.models import Event
+from scheduling.workload import conditions as cond
 from tests.fixtures.kube_api import kubeconfig_for
 
 pytestmark = pytest.mark.django_db

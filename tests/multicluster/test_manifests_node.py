@@ -12,9 +12,9 @@ import pytest
 
 from multicluster.choices import PodPhase
 from multicluster.models import Cluster, Node, Pod
-from scheduling import yamlio
-from scheduling.apply import ApplyError, apply_manifests, delete_object, export_manifests
-from scheduling.manifests import Conflict
+from scheduling.manifests import yamlio
+from scheduling.manifests.apply import ApplyError, apply_manifests, delete_object, export_manifests
+from scheduling.manifests.codec import Conflict
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -71,7 +71,7 @@ def test_node_is_created_with_labels_taints_and_capacity(sim: Cluster) -> None:
 
 def test_changed_nodes_ask_the_simulated_cluster_to_sync_not_admission(sim: Cluster) -> None:
     with patch("kueueweb.reconcile.request_cluster_sync") as sync, \
-            patch("scheduling.apply.admission.on_quota_released") as admission:
+            patch("scheduling.manifests.apply.admission.on_quota_released") as admission:
         apply_manifests([node_doc("n1"), node_doc("n2")], cluster=sim)
         apply_manifests([node_doc("n1")], cluster=sim)  # unchanged: no write, no sync
 

@@ -18,11 +18,12 @@ from rest_framework.test import APIClient
 from multicluster import dispatch
 from multicluster.kube import connection, sync
 from multicluster.models import Cluster
-from scheduling import admission, lifecycle
-from scheduling import conditions as cond
-from scheduling.apply import apply_manifests
 from scheduling.choices import WorkloadPhase
+from scheduling.manifests.apply import apply_manifests
 from scheduling.models import Job, Workload
+from scheduling.scheduler import admission
+from scheduling.workload import conditions as cond
+from scheduling.workload import lifecycle
 
 pytestmark = pytest.mark.django_db
 

@@ -18,9 +18,10 @@ from multicluster.choices import ConnectionType
 from multicluster.kube.backend import KubeBackend
 from multicluster.kube.client import client_for
 from multicluster.models import Cluster, Pod
-from scheduling import admission, services
+from scheduling import services
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Job, Workload
+from scheduling.scheduler import admission
 from tests.fixtures.broker import messages
 from tests.fixtures.scheduling import job_manifest
 

@@ -419,7 +419,7 @@ def test_saving_a_cluster_queue_asks_for_an_admission_cycle_of_its_cluster(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     requested: list[int] = []
-    monkeypatch.setattr("scheduling.admission.request_admission", requested.append)
+    monkeypatch.setattr("scheduling.scheduler.admission.request_admission", requested.append)
     response = admin_browser.post(reverse("admin:scheduling_clusterqueue_add"),
                                   _cq_post(manager, [_row(objects["resourceflavor"], "cpu", "4")]))
     assert response.status_code == 302
@@ -431,7 +431,7 @@ def test_refused_cluster_queue_asks_for_no_cycle(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     requested: list[int] = []
-    monkeypatch.setattr("scheduling.admission.request_admission", requested.append)
+    monkeypatch.setattr("scheduling.scheduler.admission.request_admission", requested.append)
     admin_browser.post(reverse("admin:scheduling_clusterqueue_add"), _cq_post(
         manager, [_row(objects["resourceflavor"], "cpu", "4", borrowing_limit="1")]))
     assert requested == []

@@ -21,12 +21,13 @@ from django.test import override_settings
 
 from multicluster.choices import PodPhase
 from multicluster.models import Cluster, Pod
-from scheduling import conditions, services
-from scheduling.admission import run_admission_cycle
+from scheduling import services
 from scheduling.choices import WorkloadPhase
 from scheduling.demo.traffic import TRAFFIC_LABEL, submit_demo_jobs
 from scheduling.models import Job, Workload
+from scheduling.scheduler.admission import run_admission_cycle
 from scheduling.tasks import demo_traffic_task
+from scheduling.workload import conditions
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parents[2]

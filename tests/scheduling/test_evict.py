@@ -11,10 +11,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 
 from multicluster.models import Pod
 from multicluster.simulated import runner
-from scheduling import conditions as cond
 from scheduling import services
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Event, Workload
+from scheduling.workload import conditions as cond
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db

@@ -11,10 +11,10 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from kueueweb import loadtest
 from multicluster.models import Cluster
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Workload
+from tools import loadtest
 
 pytestmark = pytest.mark.django_db
 

@@ -16,8 +16,8 @@ from rest_framework.test import APIClient
 from kueueweb.models import NamespaceGrant
 from multicluster.models import Cluster
 from scheduling import jobframework, services
+from scheduling.manifests.yamlio import dump_documents
 from scheduling.models import ClusterQueue, Job, LocalQueue, Workload, WorkloadPriorityClass
-from scheduling.yamlio import dump_documents
 from tests.fixtures.accounts import ui_client_for
 
 pytestmark = pytest.mark.django_db

@@ -20,12 +20,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from multicluster.models import Cluster
-from scheduling import elastic, history, jobframework, metrics, services, snapshots
+from scheduling import jobframework, services
+from scheduling.cache import snapshots
 from scheduling.choices import WorkloadPhase
 from scheduling.core import types as core_types
 from scheduling.core.quantities import quantity_to_int
+from scheduling.metrics import history, prometheus
 from scheduling.models import ClusterQueue, Job, QueueUsageSample, Workload
 from scheduling.web.queues import domain_usage
+from scheduling.workload import slices
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db
@@ -36,9 +39,9 @@ def store(settings: Any) -> Iterator[None]:
     """An empty metrics store: memory, or Redis keys under a prefix no other test uses."""
     if settings.REDIS_URL:
         settings.METRICS_REDIS_PREFIX = f"kueueweb-test:{uuid.uuid4().hex}:"
-    metrics.event_store().clear()
+    prometheus.event_store().clear()
     yield
-    metrics.event_store().clear()
+    prometheus.event_store().clear()
 
 
 def workload_of(job: Job) -> Workload:
@@ -66,7 +69,7 @@ def engine_cpu(cluster: Cluster) -> int:
 
 
 def metric(name: str, **labels: str) -> float | None:
-    for family in text_string_to_metric_families(metrics.render().decode()):
+    for family in text_string_to_metric_families(prometheus.render().decode()):
         for sample in family.samples:
             if sample.name == name and labels.items() <= sample.labels.items():
                 return float(sample.value)
@@ -95,7 +98,7 @@ def test_reclaimed_pods_and_an_elastic_scale_down_count_the_same_everywhere(
 
     reconcilers.step(t0 + timedelta(seconds=52))  # two pods done: one of two is reclaimable
     assert workload_of(reclaiming).reclaimable_pods == [{"name": "main", "count": 1}]
-    assert elastic.scale_job(scaled, 1, now=t0 + timedelta(seconds=53)).action == "scale-down"
+    assert slices.scale_job(scaled, 1, now=t0 + timedelta(seconds=53)).action == "scale-down"
     reconcilers.step(t0 + timedelta(seconds=53))
     assert workload_of(late).phase == WorkloadPhase.ADMITTED
     assert workload_of(reclaiming).phase == WorkloadPhase.ADMITTED

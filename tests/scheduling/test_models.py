@@ -6,8 +6,8 @@ import pytest
 from django.db import connection, transaction
 from django.db.models import Count, Min
 
-from scheduling import bulk
 from scheduling.models import Workload, examples
+from scheduling.scheduler import bulk
 
 pytestmark = pytest.mark.django_db
 

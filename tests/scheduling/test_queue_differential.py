@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from scheduling.simulation import load_scenario, run_scenario, run_scenario_in_engine
+from tools.conformance import load_scenario, run_scenario, run_scenario_in_engine
 
 pytestmark = pytest.mark.django_db
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduling import yamlio
-from scheduling.apply import ApplyError, UnknownCluster, apply_manifests
-from scheduling.manifests import Conflict
+from scheduling.manifests import yamlio
+from scheduling.manifests.apply import ApplyError, UnknownCluster, apply_manifests
+from scheduling.manifests.codec import Conflict
 
 
 class Command(BaseCommand):

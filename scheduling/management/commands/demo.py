@@ -18,7 +18,7 @@ from django.db import transaction
 
 from multicluster.choices import ClusterRole, ConnectionType
 from multicluster.models import Cluster, Node
-from scheduling.apply import apply_manifests
+from scheduling.manifests.apply import apply_manifests
 from scheduling.models import ClusterQueue, Job, LocalQueue, Workload
 from scheduling.services import submit_job
 

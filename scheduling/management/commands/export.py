@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduling import yamlio
-from scheduling.apply import UnknownCluster, export_manifests
+from scheduling.manifests import yamlio
+from scheduling.manifests.apply import UnknownCluster, export_manifests
 
 
 class Command(BaseCommand):

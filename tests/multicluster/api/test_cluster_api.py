@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from multicluster.models import Cluster, Dispatch, Node
-from scheduling.apply import apply_manifests
+from scheduling.manifests.apply import apply_manifests
 from scheduling.models import ClusterQueue, ResourceFlavor, Workload
 
 KUBECONFIG = """\

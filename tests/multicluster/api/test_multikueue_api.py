@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig
-from scheduling.apply import apply_manifests
+from scheduling.manifests.apply import apply_manifests
 
 V2 = "kueue.x-k8s.io/v1beta2"
 

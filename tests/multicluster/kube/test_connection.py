@@ -14,7 +14,7 @@ from multicluster.kube import connection
 from multicluster.kube.connection import probe_cluster, retry_after
 from multicluster.kube.sync import sync_kube_cluster
 from multicluster.models import Cluster, Node
-from scheduling import conditions as cond
+from scheduling.workload import conditions as cond
 from tests.fixtures.kube_api import kubeconfig_for
 
 pytestmark = pytest.mark.django_db

@@ -29,11 +29,13 @@ from multicluster.kube.manifests import ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
 from multicluster.kube.sync import sync_kube_cluster
 from multicluster.models import Cluster
 from multicluster.simulated import runner
-from scheduling import admission, elastic, jobframework, lifecycle, services
-from scheduling import conditions as cond
+from scheduling import jobframework, services
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.pod_security import SYSTEM_NAMESPACES
 from scheduling.models import ClusterQueue, Event, Job, ResourceFlavor, Workload
+from scheduling.scheduler import admission
+from scheduling.workload import conditions as cond
+from scheduling.workload import lifecycle, slices
 from tests.fixtures.scheduling import job_manifest
 
 pytestmark = pytest.mark.django_db
@@ -66,7 +68,7 @@ def submit(kube_api: Any, domain: Cluster, name: str, **kwargs: Any) -> Job:
 def workload(job: Job) -> Workload:
     """The job's current slice, else its newest (finished) workload."""
     workloads = list(Workload.objects.filter(job=job))
-    return elastic.current_slice(workloads) or elastic.ordered(workloads)[-1]
+    return slices.current_slice(workloads) or slices.ordered(workloads)[-1]
 
 
 def admit_and_start(kube_api: Any, domain: Cluster, job: Job, now: datetime) -> sync.KubeSyncOutcome:
@@ -301,7 +303,7 @@ def test_a_refused_call_for_one_job_does_not_hold_up_the_others(
     assert sync_kube_cluster(domain.pk, now=t0).started == [key(kube_api, "ends"),
                                                              key(kube_api, "grows")]
     kube_api.forbidden.add("jobs:patch")
-    elastic.scale_job(grows, 1, now=t0 + timedelta(seconds=5))
+    slices.scale_job(grows, 1, now=t0 + timedelta(seconds=5))
     kube_api.complete_job(kube_api.namespace, "ends")
 
     outcome = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=6))
@@ -322,13 +324,13 @@ def test_an_elastic_job_follows_its_admitted_count(kube_api: Any, domain: Cluste
     admit_and_start(kube_api, domain, job, t0)
     assert kube_api.get("jobs", kube_api.namespace, "elastic")["spec"]["parallelism"] == 3
 
-    elastic.scale_job(job, 1, now=t0 + timedelta(seconds=5))
+    slices.scale_job(job, 1, now=t0 + timedelta(seconds=5))
     down = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=5))
 
     assert down.scaled == [key(kube_api, "elastic")]
     assert kube_api.get("jobs", kube_api.namespace, "elastic")["spec"]["parallelism"] == 1
 
-    elastic.scale_job(job, 5, now=t0 + timedelta(seconds=10))
+    slices.scale_job(job, 5, now=t0 + timedelta(seconds=10))
     waiting = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=10))
     assert waiting.scaled == []
     assert kube_api.get("jobs", kube_api.namespace, "elastic")["spec"]["parallelism"] == 1

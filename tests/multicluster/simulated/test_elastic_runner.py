@@ -13,10 +13,11 @@ import pytest
 from multicluster.choices import PodPhase
 from multicluster.models import Cluster, Pod, PodGroup
 from multicluster.simulated import runner
-from scheduling import conditions as cond
-from scheduling import elastic, jobframework, services
+from scheduling import jobframework, services
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Event, Job, Workload, WorkloadPriorityClass
+from scheduling.workload import conditions as cond
+from scheduling.workload import slices as elastic
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db

@@ -16,11 +16,11 @@ from rest_framework.test import APIClient
 
 from multicluster.choices import PodPhase
 from multicluster.models import Cluster, Pod
-from scheduling import conditions as cond
-from scheduling import snapshots
-from scheduling.apply import apply_manifests
+from scheduling.cache import snapshots
 from scheduling.choices import WorkloadPhase
+from scheduling.manifests.apply import apply_manifests
 from scheduling.models import Event, Job, Workload
+from scheduling.workload import conditions as cond
 from tests.fixtures.processes import Processes, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "kueue_examples"

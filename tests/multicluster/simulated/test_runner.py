@@ -15,8 +15,7 @@ from django.utils import timezone
 from kueueweb.reconcile import CLUSTER_SYNC_TASK
 from multicluster.models import Cluster, Node, Pod
 from multicluster.simulated import runner
-from scheduling import admission, services
-from scheduling import conditions as cond
+from scheduling import services
 from scheduling.choices import StopPolicy, WorkloadPhase
 from scheduling.models import (
     ClusterQueue,
@@ -26,6 +25,8 @@ from scheduling.models import (
     Workload,
     WorkloadPriorityClass,
 )
+from scheduling.scheduler import admission
+from scheduling.workload import conditions as cond
 from tests.fixtures.broker import messages
 from tests.fixtures.row_locks import (
     LOCK_TIMEOUT,

@@ -17,8 +17,8 @@ from multicluster import dispatch
 from multicluster.choices import ClusterRole
 from multicluster.models import Cluster, Node
 from multicluster.simulated import faults
-from scheduling import admission
 from scheduling.models import Job, Workload
+from scheduling.scheduler import admission
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
-from scheduling import conditions as cond
+from scheduling.workload import conditions as cond
 
 pytestmark = pytest.mark.django_db
 

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from scheduling import elastic, jobframework, services
+from scheduling import jobframework, services
 from scheduling.choices import WorkloadPhase
 from scheduling.jobs import job as batch_job
 from scheduling.models import ClusterQueue, Event, Job, Workload
+from scheduling.workload import slices
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +33,7 @@ def scale_url(name: str, namespace: str = "team-a") -> str:
 
 
 def workloads(job: Job) -> list[Workload]:
-    return elastic.ordered(Workload.objects.filter(job=job))
+    return slices.ordered(Workload.objects.filter(job=job))
 
 
 def patch(client: APIClient, url: str, body: Any, content_type: str = MERGE_PATCH) -> Any:
@@ -86,7 +87,7 @@ def test_scale_up_creates_a_slice_and_answers_with_the_job(
     old, new = workloads(running_elastic)
     assert (old.phase, new.phase) == (WorkloadPhase.ADMITTED, WorkloadPhase.PENDING)
     assert new.pod_sets[0]["count"] == 5
-    assert new.annotations[elastic.WORKLOAD_SLICE_REPLACEMENT_FOR] == f"team-a/{old.name}"
+    assert new.annotations[slices.WORKLOAD_SLICE_REPLACEMENT_FOR] == f"team-a/{old.name}"
     assert Event.objects.filter(object_kind="Job", object_name="elastic",
                                 reason="ScaledUp").exists()
 
@@ -202,7 +203,7 @@ def test_a_conflict_is_409(operator_client: APIClient, running_elastic: Job,
     def conflict(*args: Any, **kwargs: Any) -> Any:
         raise services.ConflictError('workloads.kueue.x-k8s.io "x" already exists')
 
-    monkeypatch.setattr(elastic, "scale_job", conflict)
+    monkeypatch.setattr(slices, "scale_job", conflict)
     response = operator_client.post(scale_url("elastic"), {"parallelism": 5}, format="json")
     assert response.status_code == 409
     assert "already exists" in response.json()["detail"]

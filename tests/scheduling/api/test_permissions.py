@@ -10,7 +10,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from multicluster.models import Cluster
-from scheduling.apply import apply_manifests, export_manifests
+from scheduling.manifests.apply import apply_manifests, export_manifests
 
 V2 = "kueue.x-k8s.io/v1beta2"
 

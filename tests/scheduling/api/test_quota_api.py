@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from multicluster.models import Cluster
-from scheduling import yamlio
-from scheduling.apply import apply_manifests, export_manifests
+from scheduling.manifests import yamlio
+from scheduling.manifests.apply import apply_manifests, export_manifests
 from scheduling.models import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload
 
 V2 = "kueue.x-k8s.io/v1beta2"
@@ -658,7 +658,7 @@ def test_openapi_schema_describes_the_endpoints(viewer_client: APIClient) -> Non
 def test_schema_spec_properties_match_the_codec() -> None:
     # The declared serializer fields document exactly what the codec reads.
     from scheduling.api.serializers import ClusterQueueSpecSerializer
-    from scheduling.manifests import ClusterQueueKind
+    from scheduling.manifests.codec import ClusterQueueKind
 
     assert set(ClusterQueueSpecSerializer().fields) == {*ClusterQueueKind.FIELDS, "cohortName"}
 

@@ -15,9 +15,9 @@ from rest_framework.test import APIClient
 from multicluster import dispatch
 from multicluster.choices import ClusterRole, Dispatcher
 from multicluster.models import Cluster, Dispatch, MultiKueueConfig
-from scheduling import admission
 from scheduling.choices import WorkloadPhase
 from scheduling.models import Job, Workload
+from scheduling.scheduler import admission
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from scheduling.simulation import check_outcome, load_scenario, run_scenario_in_engine
 from tests.builders import (
     doc_admission,
     doc_cluster_queue,
@@ -23,6 +22,7 @@ from tests.builders import (
     doc_scenario,
     doc_workload,
 )
+from tools.conformance import check_outcome, load_scenario, run_scenario_in_engine
 
 NAMESPACES = {
     "default": {},

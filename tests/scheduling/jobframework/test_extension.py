@@ -14,12 +14,12 @@ from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
 from multicluster.models import Cluster, Pod
-from scheduling import conditions as cond
 from scheduling import jobframework, services
 from scheduling.choices import WorkloadPhase
 from scheduling.jobframework import registry
 from scheduling.models import ClusterQueue, Event, Job, Workload
 from scheduling.validation import FieldError
+from scheduling.workload import conditions as cond
 from tests.fixtures.scheduling import Reconcilers
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from scheduling.manifests.yamlio import dump_documents
 from scheduling.models import ClusterQueue, Job, Workload
-from scheduling.yamlio import dump_documents
 from tests.fixtures.accounts import ui_client_for
 from tests.fixtures.scheduling import job_manifest
 

@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from multicluster.models import Cluster
-from scheduling import admission
 from scheduling.models import ClusterQueue, Cohort, QueueUsageSample, Workload
+from scheduling.scheduler import admission
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ def test_overview_queries_do_not_grow_with_workloads(
 def test_overview_chart_reads_samples(busy, ui) -> None:
     from django.utils import timezone
 
-    from scheduling.history import sample_usage
+    from scheduling.metrics.history import sample_usage
 
     sample_usage(now=timezone.now() - timedelta(minutes=5))
     html = ui.get("/").content.decode()

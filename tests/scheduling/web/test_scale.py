@@ -14,10 +14,11 @@ from django.test import Client
 from django.urls import reverse
 
 from multicluster.models import Pod
-from scheduling import elastic, jobframework, services
+from scheduling import jobframework, services
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Job, Workload
 from scheduling.web import slices
+from scheduling.workload import slices as elastic
 from tests.fixtures.accounts import ui_client_for
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 

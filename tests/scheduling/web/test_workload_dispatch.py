@@ -17,8 +17,8 @@ from django.utils import timezone
 from multicluster import dispatch
 from multicluster.choices import ClusterRole, Dispatcher
 from multicluster.models import Cluster, MultiKueueConfig
-from scheduling import admission
 from scheduling.models import FlavorQuota, Job, Workload
+from scheduling.scheduler import admission
 
 pytestmark = pytest.mark.django_db
 

@@ -12,10 +12,10 @@ from django.test import Client
 from django.urls import reverse
 
 from multicluster.models import Cluster, Pod
-from scheduling import conditions as cond
 from scheduling import services
 from scheduling.choices import WorkloadPhase
 from scheduling.models import ClusterQueue, Event, Job, Workload
+from scheduling.workload import conditions as cond
 from tests.fixtures.accounts import ui_client_for
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 

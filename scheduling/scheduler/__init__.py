@@ -1,0 +1,1 @@
+"""The scheduler: the admission cycle driver (rounds, heads, applying the engine's decisions, releasing quota), the per-domain lease that lets one cycle run at a time, and the bulk writes the cycle applies its decisions with."""

@@ -1,0 +1,109 @@
+"""Bounds from the work alone: what no schedule of a shape can beat."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools.bench.bounds import Arrival, fluid, lower_bounds, work_weighted
+from tools.bench.model import run_model
+from tools.bench.shape import load_shape, read_shape
+
+SHARED_BENCH = Path(__file__).resolve().parents[3].parent / "shared" / "bench"
+
+
+def _shape(*sets: dict[str, Any], nominal: int = 1) -> Any:
+    queues_set = {"className": "cq", "count": 1, "nominalQuota": nominal,
+                  "reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority",
+                  "workloadsSets": list(sets)}
+    return read_shape({"name": "t", "cohorts": [{"className": "cohort", "count": 1,
+                                                 "queuesSets": [queues_set]}]})
+
+
+def _set(count: int, interval_ms: int, klass: str, runtime_ms: int,
+         request: int = 1) -> dict[str, Any]:
+    return {"count": count, "creationIntervalMs": interval_ms,
+            "workloads": [{"className": klass, "runtimeMs": runtime_ms, "priority": 0,
+                           "request": request}]}
+
+
+def test_two_workloads_in_a_row_give_the_exact_optimum() -> None:
+    # 1 cpu; created at 1 s and 2 s, 2 s each: the second can start at 3 s at the earliest,
+    # so the best schedule waits 1 s for one of the two and ends 4 s after the first creation.
+    bounds = lower_bounds(_shape(_set(2, 1000, "w", 2000)))
+
+    assert bounds.wall_ms == 4000
+    assert bounds.min_work_weighted_time_to_admission_ms == pytest.approx(500)
+    assert bounds.work_by_class == {"w": 2 * 1000 * 2000}
+
+
+def test_work_that_never_queues_has_no_wait_and_ends_with_its_last_run() -> None:
+    result = fluid([Arrival(0, 500, 100), Arrival(1000, 500, 3000)], capacity_milli=1000)
+
+    assert result.min_weighted_wait == 0
+    assert result.end_ms == 4000  # the last workload alone: created at 1 s, runs 3 s
+
+
+def test_a_queue_cannot_use_more_than_its_borrowing_limit_allows() -> None:
+    # A busy queue of 1 cpu and an idle one (a single 1 ms workload) of 1 cpu in a cohort.
+    # Borrowing, the busy queue
+    # may use both cpus; with a borrowing limit of 0 it has one, and its work waits longer.
+    def cohort(borrowing_limit: int | None) -> Any:
+        busy: dict[str, Any] = {
+            "className": "busy", "count": 1, "nominalQuota": 1,
+            "reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority",
+            "workloadsSets": [_set(4, 1, "w", 1000)]}
+        if borrowing_limit is not None:
+            busy["borrowingLimit"] = borrowing_limit
+        idle = {"className": "idle", "count": 1, "nominalQuota": 1,
+                "reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority",
+                "workloadsSets": [_set(1, 1, "w", 1)]}
+        return read_shape({"name": "t", "cohorts": [{"className": "cohort", "count": 1,
+                                                     "queuesSets": [busy, idle]}]})
+
+    shared = lower_bounds(cohort(None))
+    alone = lower_bounds(cohort(0))
+
+    assert shared.wall_ms == pytest.approx(2000, abs=5)
+    assert alone.wall_ms == pytest.approx(4000, abs=5)
+    assert alone.min_work_weighted_time_to_admission_ms > (
+        2 * shared.min_work_weighted_time_to_admission_ms)
+
+
+def test_the_model_never_beats_the_bounds() -> None:
+    shape = _shape(_set(30, 50, "small", 300), _set(6, 400, "large", 1000, request=2),
+                   nominal=2)
+
+    bounds = lower_bounds(shape)
+    summary = run_model(shape, requeue_batch_seconds=0.0)
+
+    assert summary["wallMs"] >= bounds.wall_ms
+    assert summary["workWeightedTimeToAdmissionMs"] >= round(
+        bounds.min_work_weighted_time_to_admission_ms)
+    assert summary["comparison"]["workWeightedTimeToAdmissionMs"]["lowerBound"] == round(
+        bounds.min_work_weighted_time_to_admission_ms)
+
+
+def test_class_averages_weigh_by_the_work_of_their_class() -> None:
+    work = {"small": 1.0, "large": 3.0}
+
+    assert work_weighted({"small": 400, "large": 0}, work) == 100
+    assert work_weighted({"small": 400}, work) is None
+
+
+@pytest.mark.skipif(not SHARED_BENCH.is_dir(), reason="no directory of Kueue benchmark shapes (../shared/bench)")
+def test_tenfold_kueue_on_every_class_of_baseline_is_below_what_any_schedule_can_do() -> None:
+    # The issue asks for a time to admission 10x better than Kueue's in every class of
+    # `baseline`; weighed by work, that is below the floor no schedule can go under.
+    shape = load_shape(SHARED_BENCH / "baseline.yaml")
+    bounds = lower_bounds(shape)
+    assert shape.kueue is not None
+    tenfold = work_weighted({k: v / 10 for k, v in shape.kueue.average_time_to_admission_ms.items()},
+                            bounds.work_by_class)
+
+    assert bounds.classes_uniform
+    assert round(bounds.wall_ms) == 66740  # the file's own arithmetic says 66 s
+    assert tenfold is not None
+    assert tenfold < bounds.min_work_weighted_time_to_admission_ms

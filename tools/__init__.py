@@ -1,0 +1,1 @@
+"""What is not the product: the benchmark, the conformance simulator, the load test and the soak test, with their management commands. Tools may import the product; the product never imports tools."""

@@ -1,0 +1,1 @@
+"""``manage.py bench``, ``simulate`` and ``loadtest``."""

@@ -1,0 +1,367 @@
+"""``manage.py bench scheduler``: Kueue's scheduler benchmark on the whole application
+(``tools.bench``); ``manage.py bench engine``: throughput of the pure admission
+engine, in memory.
+
+The engine benchmark:
+
+A synthetic cluster (cluster queues in cohorts, two flavors, borrowing and lending
+limits) and a backlog of pending workloads are driven through the queue manager and
+``run_cycle`` like the scheduler loop does: heads, snapshot, cycle, requeue, while
+admitted workloads finish after a few cycles and free quota. The same cluster is run
+with several backlog sizes to show that a cycle costs what its heads cost, not what
+the backlog holds. Nothing touches the database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from scheduling.core import (
+    ClusterQueueSpec,
+    CohortSpec,
+    CyclePolicy,
+    FlavorQuotas,
+    PodSet,
+    PreemptionPolicy,
+    QueueManager,
+    ReclaimWithinCohortPolicy,
+    ResourceFlavorSpec,
+    ResourceGroup,
+    ResourceQuota,
+    Snapshot,
+    WithinClusterQueuePolicy,
+    Workload,
+    WorkloadInfo,
+    run_cycle,
+)
+from scheduling.core.ordering import EVICTED_BY_PREEMPTION
+
+GIB = 1024**3
+# Kueue batches "capacity freed" requeues per second; the bench does it every few cycles.
+REQUEUE_EVERY_CYCLES = 5
+
+
+@dataclass
+class EngineRun:
+    """Measurements of one engine run."""
+
+    pending: int
+    cycles: int
+    heads: int
+    admissions: int
+    preemptions: int
+    cycle_seconds: float
+    total_seconds: float
+
+
+def build_cluster(
+    cluster_queues: int, cohort_size: int, rng: random.Random
+) -> tuple[list[ResourceFlavorSpec], list[CohortSpec], list[ClusterQueueSpec]]:
+    """Cluster queues of ``cohort_size`` per cohort, quotas on two flavors."""
+    flavors = [ResourceFlavorSpec("on-demand"), ResourceFlavorSpec("spot")]
+    cohorts = [
+        CohortSpec(f"cohort-{i}") for i in range((cluster_queues + cohort_size - 1) // cohort_size)
+    ]
+    cqs: list[ClusterQueueSpec] = []
+    for i in range(cluster_queues):
+        cpu = rng.choice((16, 24, 32)) * 1000
+        mem = cpu // 1000 * 4 * GIB
+        groups = (
+            ResourceGroup(
+                ("cpu", "memory"),
+                (
+                    FlavorQuotas(
+                        "on-demand",
+                        {
+                            "cpu": ResourceQuota(
+                                cpu, borrowing_limit=cpu // 2, lending_limit=cpu // 2
+                            ),
+                            "memory": ResourceQuota(mem),
+                        },
+                    ),
+                    FlavorQuotas(
+                        "spot", {"cpu": ResourceQuota(cpu // 2), "memory": ResourceQuota(mem // 2)}
+                    ),
+                ),
+            ),
+        )
+        cqs.append(
+            ClusterQueueSpec(
+                name=f"cq-{i:04d}",
+                cohort=cohorts[i // cohort_size].name,
+                resource_groups=groups,
+                preemption=PreemptionPolicy(
+                    within_cluster_queue=WithinClusterQueuePolicy.LOWER_PRIORITY,
+                    reclaim_within_cohort=ReclaimWithinCohortPolicy.ANY,
+                ),
+            )
+        )
+    return flavors, cohorts, cqs
+
+
+def build_backlog(cqs: list[ClusterQueueSpec], pending: int, rng: random.Random) -> list[Workload]:
+    """``pending`` workloads spread over the queues' local queues, a few dozen shapes."""
+    out: list[Workload] = []
+    for n in range(pending):
+        cq = cqs[n % len(cqs)]
+        cpu = rng.choice((500, 1000, 2000, 4000))
+        count = rng.choice((1, 1, 2, 4))
+        out.append(
+            Workload(
+                namespace=f"ns-{cq.name}",
+                name=f"wl-{n:06d}",
+                queue_name="main",
+                priority=rng.choice((0, 0, 0, 10, 100)),
+                creation_time=float(n),
+                uid=f"{n:06d}",
+                pod_sets=(
+                    PodSet("main", count, {"cpu": cpu, "memory": cpu // 1000 * 2 * GIB or GIB}),
+                ),
+            )
+        )
+    return out
+
+
+def run_engine(
+    *,
+    cluster_queues: int,
+    cohort_size: int,
+    pending: int,
+    cycles: int,
+    seed: int,
+    fair_sharing: bool,
+) -> EngineRun:
+    """Drive ``cycles`` scheduler cycles over a fresh cluster with ``pending`` workloads."""
+    rng = random.Random(seed)
+    flavors, cohorts, cqs = build_cluster(cluster_queues, cohort_size, rng)
+    state = Snapshot.build(flavors=flavors, cohorts=cohorts, cluster_queues=cqs)
+    queues = QueueManager()
+    for cohort in cohorts:
+        queues.add_or_update_cohort(cohort.name)
+    for cq in cqs:
+        queues.add_or_update_cluster_queue(cq)
+        queues.add_or_update_local_queue(f"ns-{cq.name}", "main", cq.name)
+    for wl in build_backlog(cqs, pending, rng):
+        queues.add_or_update_workload(wl, now=0.0)
+    policy = CyclePolicy(fair_sharing=fair_sharing)
+    # The backlog is long-lived: move it out of the collector's way, as a server would
+    # after loading its state, so full collections do not scale with the backlog.
+    gc.collect()
+    gc.freeze()
+
+    running: dict[int, list[tuple[str, str]]] = {}
+    freed: set[str] = set()
+    result = EngineRun(pending, 0, 0, 0, 0, 0.0, 0.0)
+    started = time.perf_counter()
+    for cycle in range(1, cycles + 1):
+        now = float(cycle)
+        # Workloads finish and give their quota back; the queues notice in batches.
+        for key, cq_name in running.pop(cycle, []):
+            if state.release_workload(key, cq_name) is not None:
+                freed.add(cq_name)
+        if freed and cycle % REQUEUE_EVERY_CYCLES == 0:
+            queues.queue_inadmissible_workloads(freed, now=now)
+            freed.clear()
+
+        t0 = time.perf_counter()
+        heads = queues.heads()
+        if not heads:
+            break
+        outcome = run_cycle(state.clone(), heads, now=now, policy=policy, cycle=cycle)
+        for head in outcome.admitted:
+            holder = dataclasses.replace(
+                head.workload, admission=head.admission, quota_reserved_time=now
+            )
+            state.add_workload(WorkloadInfo(holder))
+            running.setdefault(cycle + rng.randint(3, 12), []).append(
+                (head.key, head.cluster_queue)
+            )
+        queues.apply(outcome, now=now)
+        result.cycle_seconds += time.perf_counter() - t0
+
+        # Victims are gone by the next cycle and queue again.
+        for target in outcome.preemption_targets:
+            info = state.release_workload(target.workload_key, target.cluster_queue)
+            if info is not None:
+                freed.add(target.cluster_queue)
+                queues.add_or_update_workload(
+                    dataclasses.replace(
+                        info.workload,
+                        admission=None,
+                        quota_reserved_time=None,
+                        evicted_reason=EVICTED_BY_PREEMPTION,
+                    ),
+                    now=now,
+                )
+        result.cycles += 1
+        result.heads += len(heads)
+        result.admissions += len(outcome.admitted)
+        result.preemptions += len(outcome.preemption_targets)
+    result.total_seconds = time.perf_counter() - started
+    gc.unfreeze()
+    return result
+
+
+class Command(BaseCommand):
+    help = "Benchmarks: the scheduler on the whole application, or the engine in memory."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        subparsers = parser.add_subparsers(dest="target", metavar="TARGET")
+        subparsers.required = True
+        engine = subparsers.add_parser(
+            "engine",
+            help="admission cycles of the pure engine over a synthetic cluster",
+            description="Run admission cycles of the pure engine over synthetic backlogs.",
+        )
+        engine.add_argument(
+            "--cluster-queues", type=int, default=300, help="number of cluster queues"
+        )
+        engine.add_argument("--cohort-size", type=int, default=10, help="cluster queues per cohort")
+        engine.add_argument(
+            "--pending",
+            type=int,
+            nargs="+",
+            default=[10_000, 50_000],
+            help="backlog sizes to compare (each run uses the same cluster)",
+        )
+        engine.add_argument("--cycles", type=int, default=25, help="cycles per run")
+        engine.add_argument("--seed", type=int, default=1, help="random seed")
+        engine.add_argument(
+            "--repeat", type=int, default=3, help="runs per backlog size; the fastest is reported"
+        )
+        engine.add_argument("--fair-sharing", action="store_true", help="enable fair sharing")
+        scheduler = subparsers.add_parser(
+            "scheduler",
+            help="a shape of Kueue's scheduler benchmark (a generator YAML of "
+            "test/performance/scheduler, e.g. ../shared/bench/baseline.yaml) run on the "
+            "application",
+            description="Generate a benchmark shape's workloads in real time, admit them with "
+            "the application's reconcilers (embedded loop, or Celery workers when "
+            "REDIS_URL is set), run them on a simulated cluster and print a summary.",
+        )
+        scheduler.add_argument("--config", required=True, help="shape file (generator YAML)")
+        scheduler.add_argument("--output", help="write the summary as JSON to this path")
+        scheduler.add_argument("--workers", type=int, default=2,
+                               help="Celery workers to start in production mode (default 2)")
+        scheduler.add_argument("--timeout", type=float, default=1800.0,
+                               help="give up after this many seconds (default 1800)")
+        scheduler.add_argument(
+            "--model", action="store_true",
+            help="run the shape through the engine alone in virtual time (every cycle, "
+            "write and pod start costs nothing): the figures a scheduler with Kueue's "
+            "behaviour reaches at best, to compare the real run with")
+        scheduler.add_argument(
+            "--requeue-batch-period", type=float, default=None, metavar="SECONDS",
+            help="with --model: Kueue's requeueBatchPeriod (default 1)")
+        scheduler.add_argument(
+            "--cycle-ms", type=float, default=0.0,
+            help="with --model: what one admission cycle costs in virtual time (default 0)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["target"] == "engine":
+            self._engine(options)
+            return
+        if options["target"] == "scheduler":
+            self._scheduler(options)
+            return
+        raise CommandError(f"unknown benchmark {options['target']!r}")
+
+    def _scheduler(self, options: dict[str, Any]) -> None:
+
+        from tools.bench import run as bench_run
+        from tools.bench.shape import ShapeError, load_shape
+
+        if options["workers"] < 1:
+            raise CommandError("--workers must be at least 1")
+        if not options["model"] and (options["requeue_batch_period"] is not None
+                                     or options["cycle_ms"]):
+            raise CommandError("--requeue-batch-period and --cycle-ms need --model")
+        try:
+            shape = load_shape(options["config"])
+        except OSError as exc:
+            raise CommandError(f"--config: cannot read {options['config']}: {exc}") from exc
+        except ShapeError as exc:
+            raise CommandError(f"--config {options['config']}: {exc}") from exc
+        if options["model"]:
+            self._model(shape, options)
+            return
+        try:
+            summary = bench_run.run(shape, workers=options["workers"],
+                                    timeout_seconds=options["timeout"],
+                                    log=lambda line: self.stdout.write(line))
+        except bench_run.BenchError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(bench_run.format_summary(summary))
+        self._write(summary, options["output"])
+        if summary["quotaViolations"] or summary["finished"] != summary["expectedWorkloads"]:
+            raise CommandError("the run broke an invariant: see quotaViolations / finished")
+
+    def _write(self, summary: dict[str, Any], path: str | None) -> None:
+        """Write the summary as JSON to ``--output``, if given."""
+        if not path:
+            return
+        import json
+
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(summary, out, indent=2)
+            out.write("\n")
+        self.stdout.write(f"summary written to {path}")
+
+    def _model(self, shape: Any, options: dict[str, Any]) -> None:
+        from tools.bench import model
+
+        period = options["requeue_batch_period"]
+        if period is None:
+            period = model.KUEUE_REQUEUE_BATCH_SECONDS
+        if period < 0:
+            raise CommandError("--requeue-batch-period must not be negative")
+        if options["cycle_ms"] < 0:
+            raise CommandError("--cycle-ms must not be negative")
+        summary = model.run_model(shape, requeue_batch_seconds=period,
+                                  cycle_seconds=options["cycle_ms"] / 1000)
+        self.stdout.write(model.format_summary(summary))
+        self._write(summary, options["output"])
+
+    def _engine(self, options: dict[str, Any]) -> None:
+        cqs: int = options["cluster_queues"]
+        cycles: int = options["cycles"]
+        if cqs < 1 or cycles < 1 or options["cohort_size"] < 1 or min(options["pending"]) < 1:
+            raise CommandError(
+                "--cluster-queues, --cohort-size, --pending and --cycles must be positive"
+            )
+        self.stdout.write(
+            f"engine: {cqs} cluster queues in cohorts of {options['cohort_size']}, "
+            f"{cycles} cycles per run, fair sharing {'on' if options['fair_sharing'] else 'off'}"
+        )
+        for pending in options["pending"]:
+            runs = [
+                run_engine(
+                    cluster_queues=cqs,
+                    cohort_size=options["cohort_size"],
+                    pending=pending,
+                    cycles=cycles,
+                    seed=options["seed"],
+                    fair_sharing=options["fair_sharing"],
+                )
+                for _ in range(max(1, options["repeat"]))
+            ]
+            # Same seed, same decisions: runs differ only in timing, so report the
+            # fastest (the least disturbed by other processes) and the median.
+            runs.sort(key=lambda r: r.cycle_seconds)
+            run = runs[0]
+            median_ms = runs[len(runs) // 2].cycle_seconds * 1000 / max(run.cycles, 1)
+            cycle_s = run.cycle_seconds or 1e-9
+            self.stdout.write(
+                f"  pending={pending:>7}: {run.cycles} cycles, "
+                f"{run.heads / max(run.cycles, 1):.0f} heads/cycle, "
+                f"{run.cycles / cycle_s:.1f} cycles/s, {run.admissions / cycle_s:.0f} admissions/s, "
+                f"{cycle_s * 1000 / max(run.cycles, 1):.1f} ms/cycle (median {median_ms:.1f}), "
+                f"{run.admissions} admitted, {run.preemptions} preempted"
+            )
