@@ -2,14 +2,12 @@
 for one target becomes one Celery message until a run takes it, whichever reconciler it
 asks for and whenever it asks it to run.
 
-Against the real Redis broker: with no worker, so that the messages stay in the queue to
-be counted, and with two real workers and no beat, so that a request held back and never
-served would leave a workload pending.
+Against the real Redis broker, with no worker, so that the messages stay in the queue to be
+counted (the same stream served by real workers: ``tests/integration/test_request_stream.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -106,43 +104,3 @@ def test_a_request_without_redis_is_dropped_at_once(broker: redis.Redis, manager
     assert time.monotonic() - started < 2  # one failed attempt, then the cooldown
     assert reconcile._broker_down.active
     assert messages(broker, ADMISSION_TASK, manager.pk) == 0  # the safety net catches up
-
-
-@pytest.fixture
-def worker_without_beat(broker: redis.Redis, settings: Any,
-                        tmp_path: Any) -> Iterator[Any]:
-    """Two Celery worker processes and no beat: no periodic safety net would hide a request
-    that was held back and never served."""
-    from tests.fixtures.processes import worker_only
-
-    with worker_only(settings.REDIS_URL, tmp_path, concurrency=2) as processes:
-        yield processes
-
-
-@pytest.mark.slow
-def test_every_submission_of_a_stream_is_admitted_without_the_periodic_net(
-    worker_without_beat: Any, make_queue: Any,
-) -> None:
-    import random
-    import time
-
-    from scheduling import services
-    from scheduling.models import Workload
-    from tests.fixtures.processes import wait_for
-    from tests.fixtures.scheduling import job_manifest
-
-    make_queue("cq", {"cpu": "100"})
-    rng = random.Random(7)
-    names = [f"stream-{i}" for i in range(60)]
-    for name in names:  # one transaction each, some while a cycle runs
-        services.submit_job(job_manifest(name, "lq-cq", cpu="1"), namespace="ns")
-        time.sleep(rng.uniform(0, 0.03))
-
-    def pending() -> list[str]:
-        return list(Workload.objects.filter(quota_reserved_at__isnull=True)
-                    .values_list("job__name", flat=True))
-
-    wait_for(lambda: not pending(), timeout=60, processes=worker_without_beat,
-             what="every workload of the stream admitted", interval=0.1)
-    assert Workload.objects.filter(job__name__in=names).count() == len(names)
-    assert "Traceback" not in worker_without_beat.logs()

@@ -23,7 +23,7 @@ from scheduling.models import Event, Job, Workload
 from scheduling.workload import conditions as cond
 from tests.fixtures.processes import Processes, wait_for
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "kueue_examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "kueue_examples"
 
 pytestmark = [pytest.mark.production, pytest.mark.slow, pytest.mark.timeout(180)]
 
