@@ -145,7 +145,8 @@ def _item(wl: Workload, cluster_queue: ClusterQueue,
     }
     if wl.job is not None:
         metadata["ownerReferences"] = [{
-            "apiVersion": "batch/v1", "kind": "Job", "name": wl.job.name, "uid": str(wl.job.uid),
+            "apiVersion": wl.job.api_version, "kind": wl.job.kind, "name": wl.job.name,
+            "uid": str(wl.job.uid),
         }]
     reserved = find(wl.conditions, "QuotaReserved") or {}
     parked = parked_shape_of(wl, shapes)
