@@ -40,7 +40,7 @@ def _queue_order(cluster_queue: ClusterQueue) -> QuerySet[Workload, tuple[int, i
 # What ``_item`` and ``why_pending`` read.
 _ITEM_FIELDS = ("name", "namespace", "created_at", "priority", "conditions", "queue_state",
                 "preempting", "pod_sets_hash", "queue_name", "local_queue__name", "job__name",
-                "job__uid")
+                "job__uid", "job__api_version", "job__kind")
 
 
 def _load(positions: dict[int, tuple[int, int]]) -> list[Workload]:
