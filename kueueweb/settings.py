@@ -309,7 +309,8 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "kueueweb API",
     "DESCRIPTION": "Kueue's objects (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, Workload, "
-    "...) in Kueue's own shape, plus batch/v1 Jobs, worker clusters and MultiKueue.",
+    "...) in Kueue's own shape, plus the jobs of the enabled kinds (batch/v1 Jobs, ...), worker "
+    "clusters and MultiKueue.",
     "VERSION": "v1",
     "SERVE_INCLUDE_SCHEMA": False,
     # Like every page but login and the health check, the schema needs a signed-in user.

@@ -692,8 +692,8 @@ class WorkloadAdmin(DomainObjectAdmin):
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdminMixin, DomainObjectAdmin):
-    """Submitted batch/v1 Jobs: the manifest is shown as submitted; delete removes the job
-    and its workloads."""
+    """Submitted jobs of every kind (batch/v1 Jobs, ...): the manifest is shown as submitted;
+    delete removes the job and its workloads."""
 
     requests_admission = False  # services.delete_job asks for a cycle itself
     list_display = ["name", "namespace", "cluster", "workload_count", "created_at"]

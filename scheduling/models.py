@@ -301,11 +301,13 @@ class Job(NamespacedObject):
     # The kind it holds, from the manifest: how the reconciler finds its integration.
     api_version = models.CharField(max_length=253, default="batch/v1", editable=False)
     kind = models.CharField(max_length=63, default="Job", editable=False)
-    manifest = models.JSONField(help_text="The batch/v1 Job as submitted (apiVersion … spec).")
+    manifest = models.JSONField(help_text="The job as submitted, in its kind's shape "
+                                "(apiVersion … spec).")
     # spec.suspend as it is now: Kueue's webhook suspends a queued job; the job reconciler
     # unsuspends it when its workload is admitted and suspends it again on eviction.
     suspend = models.BooleanField(default=True, editable=False)
-    # batch/v1 JobStatus as reported by the cluster the job runs on.
+    # The kind's status (a batch/v1 JobStatus for a Job) as reported by the cluster the job
+    # runs on.
     status = models.JSONField(default=dict, blank=True, editable=False)
 
     class Meta:

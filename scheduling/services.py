@@ -33,7 +33,7 @@ from scheduling.workload import actions, lifecycle
 
 # =========================================================================================
 # Jobs and workloads: submission, spec changes and deletion
-# (Kueue's batch/v1 Job integration and its custom-workload integration)
+# (Kueue's job framework for every registered kind, and its custom-workload integration)
 # =========================================================================================
 
 # Kubernetes retries a generateName that collides (RetryGenerateName); so do we.

@@ -1,4 +1,5 @@
-"""Workloads and Jobs as the API shows them: Kueue's Workload (v1beta2) and batch/v1 Jobs.
+"""Workloads and jobs as the API shows them: Kueue's Workload (v1beta2) and the jobs of every
+enabled kind (batch/v1 Jobs, ...), each with its own apiVersion and kind.
 
 ``workload_to_dict`` and ``job_to_dict`` build the objects (the UI reuses them). The
 serializer classes describe the same shapes for the OpenAPI schema and render through those
@@ -18,7 +19,6 @@ from scheduling.choices import WorkloadPhase
 from scheduling.models import Job, Workload
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
-JOB_API_VERSION = "batch/v1"
 
 
 def _timestamp(value: Any) -> str | None:
@@ -31,8 +31,8 @@ def workload_metadata(workload: Workload) -> dict[str, Any]:
         job = workload.job
         assert job is not None
         metadata["ownerReferences"] = [{
-            "apiVersion": JOB_API_VERSION,
-            "kind": "Job",
+            "apiVersion": job.api_version,
+            "kind": job.kind,
             "name": job.name,
             "uid": str(job.uid),
             "controller": True,
@@ -75,8 +75,9 @@ def workload_to_dict(workload: Workload) -> dict[str, Any]:
 
 
 def job_to_dict(job: Job) -> dict[str, Any]:
-    """The Job as submitted (name, namespace and uid defaulted) plus its ``status``."""
+    """The job as submitted (name, namespace and uid defaulted) plus its ``status``."""
     manifest = dict(job.manifest)
+    manifest["apiVersion"], manifest["kind"] = job.api_version, job.kind
     metadata = dict(manifest.get("metadata") or {})
     metadata["resourceVersion"] = str(job.resource_version)
     metadata["creationTimestamp"] = _timestamp(job.created_at)
@@ -198,12 +199,13 @@ class WorkloadPatchSerializer(serializers.Serializer[Any]):
 
 
 class JobSerializer(serializers.Serializer[Job]):
-    """A batch/v1 Job as submitted, with the status its cluster reports."""
+    """A job of an enabled kind (a batch/v1 Job, ...) as submitted, with the status its
+    cluster reports."""
 
-    apiVersion = serializers.CharField(default=JOB_API_VERSION)
-    kind = serializers.CharField(default="Job")
+    apiVersion = serializers.CharField(help_text="The kind's API version, e.g. batch/v1.")
+    kind = serializers.CharField(help_text="An enabled job kind, e.g. Job.")
     metadata = ObjectMetaSerializer()
-    spec = serializers.JSONField(help_text="A batch/v1 JobSpec.")
+    spec = serializers.JSONField(help_text="The kind's spec (a batch/v1 JobSpec for a Job).")
     status = serializers.JSONField(read_only=True)
 
     def to_representation(self, instance: Job) -> dict[str, Any]:
@@ -213,19 +215,29 @@ class JobSerializer(serializers.Serializer[Job]):
 # --- Scaling a job (elastic jobs, workload slices) ------------------------------------------
 
 
+class PodSetCountSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField(help_text="A pod set the job's kind scales (a Job: main).")
+    count = serializers.IntegerField(
+        min_value=0, max_value=2**31 - 1,
+        help_text="Its new count, as the kind's field holds it (a Job: spec.parallelism).")
+
+
 class JobScaleSerializer(serializers.Serializer[Any]):
-    """A scale request: the job's new ``spec.parallelism``."""
+    """A scale request: the new counts of the pod sets the job's kind scales, by pod set
+    (``podSets``), or for a Job its new ``spec.parallelism`` (``parallelism``)."""
 
     parallelism = serializers.IntegerField(
-        min_value=0, max_value=2**31 - 1,
-        help_text="The job's new spec.parallelism (an int32 ≥ 0; 0 runs no pods). The pods "
+        required=False, min_value=0, max_value=2**31 - 1,
+        help_text="A Job's new spec.parallelism (an int32 ≥ 0; 0 runs no pods). The pods "
         "that run are min(parallelism, completions).")
+    podSets = PodSetCountSerializer(many=True, required=False)
 
 
 class JobSpecPatchSerializer(serializers.Serializer[Any]):
     parallelism = serializers.IntegerField(
         required=False, min_value=0, max_value=2**31 - 1,
-        help_text="The only field a patch may change. An admitted job scales only when it is "
+        help_text="For a Job, the only field a patch may change (other kinds: the fields of "
+        "the counts their pod sets scale by). An admitted job scales only when it is "
         'elastic (annotation kueue.x-k8s.io/elastic-job: "true").')
 
 
@@ -236,8 +248,9 @@ class JobPatchMetadataSerializer(serializers.Serializer[Any]):
 
 
 class JobPatchSerializer(serializers.Serializer[Any]):
-    """A JSON merge patch of a Job: only ``spec.parallelism`` may change. Other fields may be
-    sent with their current values (a whole Job read back is accepted)."""
+    """A JSON merge patch of a job: only the counts its kind scales may change (a Job's
+    ``spec.parallelism``). Other fields may be sent with their current values (a whole job
+    read back is accepted)."""
 
     metadata = JobPatchMetadataSerializer(required=False)
     spec = JobSpecPatchSerializer()

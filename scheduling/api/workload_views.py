@@ -1,14 +1,17 @@
 """Workloads and Jobs over REST, laid out as Kubernetes serves them.
 
 ``/api/v1/namespaces/{namespace}/workloads/[{name}/]`` and ``/api/v1/workloads/``; the same
-for ``jobs``, whose parallelism changes through ``POST .../jobs/{name}/scale`` or a merge
-patch of ``spec.parallelism`` (elastic jobs, ``scheduling.workload.slices.scale_job``). ``?cluster=NAME``
+for ``jobs`` of every enabled kind, whose scalable pod-set counts (a Job's parallelism) change
+through ``POST .../jobs/{name}/scale`` or a merge patch of those fields (elastic jobs,
+``scheduling.workload.slices.scale_job``). ``?cluster=NAME``
 addresses another scheduling domain (default: the manager). Views only parse, authorize and
 call ``scheduling.services`` (and ``scheduling.workload.slices``).
 """
 
 from __future__ import annotations
 
+import copy
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
@@ -44,6 +47,7 @@ from scheduling.api.workload_serializers import (
     job_to_dict,
 )
 from scheduling.core.patch import merge_patch
+from scheduling.jobframework import registry
 from scheduling.manifests import yamlio
 from scheduling.models import Job, Workload
 from scheduling.validation import FieldError, errors_to_dict
@@ -138,7 +142,8 @@ CONFLICT = OpenApiResponse(description="The name is taken, or the object changed
 NOT_FOUND = OpenApiResponse(description="No such object (or cluster).")
 FIELD_ERRORS_SCALE = OpenApiResponse(
     OpenApiTypes.OBJECT,
-    description="Field errors by path: the new parallelism, or a field that may not change.",
+    description="Field errors by path: the new count (a Job's spec.parallelism), or a field "
+    "that may not change.",
     examples=[
         OpenApiExample("admitted job that is not elastic", value={
             "spec.parallelism": ["Forbidden: cannot change while the job's workload holds "
@@ -334,14 +339,14 @@ def _workload_metadata(
 @extend_schema_view(
     list=extend_schema(
         summary="List jobs",
-        description="batch/v1 Jobs of a namespace, or of every namespace at /api/v1/jobs/. "
+        description="Jobs (batch/v1 Jobs and the other enabled kinds) of a namespace, or of every namespace at /api/v1/jobs/. "
         "Their workloads are at /api/v1/namespaces/{namespace}/workloads/?job=NAME.",
         parameters=[CLUSTER_PARAMETER],
         responses={200: JobSerializer(many=True), 401: REFUSED, 403: REFUSED},
     ),
     create=extend_schema(
         summary="Submit a job",
-        description="A batch/v1 Job manifest as JSON or YAML (`Content-Type: application/yaml`"
+        description="A job manifest of an enabled kind (a batch/v1 Job, ...) as JSON or YAML (`Content-Type: application/yaml`"
         " or `text/yaml`). The `kueue.x-k8s.io/queue-name` label names the LocalQueue "
         "(defaulted to `default` when that LocalQueue exists). Kueue creates the Job's "
         "Workload, which is listed with `?job=NAME`. Answers with the manifest plus `status`. "
@@ -360,7 +365,8 @@ def _workload_metadata(
     partial_update=extend_schema(
         summary="Scale a job (merge patch)",
         description="A JSON merge patch (`application/merge-patch+json` or `application/json`) "
-        "of `spec.parallelism`, the only field that may change; other fields may be sent with "
+        "of the counts the job's kind scales (a Job: `spec.parallelism`), the only fields that "
+        "may change; other fields may be sent with "
         "their current values (changing one is refused, naming it: `spec.template: field is "
         "immutable`). A queued job's workload changes its pod count. An admitted job scales "
         'only if it is elastic (annotation `kueue.x-k8s.io/elastic-job: "true"`): scale-down '
@@ -411,25 +417,26 @@ class JobViewSet(_DomainViewSet):
         if not isinstance(merged, Mapping):  # pragma: no cover - _body made it an object
             raise ValidationError({"body": ["must be an object"]})
         _check_resource_version(job, patch)
-        errors = _job_patch_errors(current, merged)
+        scalable = slices.scalable_pod_sets(job)
+        errors = _job_patch_errors(current, _with_counts_of(merged, current, scalable),
+                                   scalable)
         if errors:
             raise ValidationError(errors_to_dict(errors))
-        spec = merged.get("spec") or {}
-        # A deleted (null) parallelism is defaulted as Kubernetes does: 1.
-        wanted = spec.get("parallelism", 1)
-        if wanted != slices.parallelism_of(job.manifest) or isinstance(wanted, bool):
-            job = self._scale(job, wanted)
+        changed = _patched_counts(job, merged)
+        if changed:
+            job = self._scale(job, changed)
         return Response(self.get_serializer(job).data)
 
     @extend_schema(
         summary="Scale a job",
-        description='`{"parallelism": N}` sets the job\'s `spec.parallelism` to N, as the '
-        "merge patch of that field does: a queued job's workload changes its pod count; an "
-        "admitted elastic job shrinks in place or gets a new workload slice for the extra "
-        "pods; an admitted job that is not elastic, a finished job and a running job with "
-        "partial admission are refused, naming `spec.parallelism`. Answers with the job as "
-        "GET does; its workloads (slices) are at "
-        "/api/v1/namespaces/{namespace}/workloads/?job=NAME.",
+        description='`{"podSets": [{"name": NAME, "count": N}]}` sets the counts of pod sets '
+        "the job's kind scales, at the kind's fields; for a Job, `{\"parallelism\": N}` sets "
+        "`spec.parallelism` (pod set `main`), as the merge patch of that field does. A queued "
+        "job's workload changes its pod counts; an admitted elastic job shrinks in place or "
+        "gets a new workload slice for the extra pods; an admitted job that is not elastic, a "
+        "finished job and what the kind forbids (a running Job with partial admission) are "
+        "refused, naming the field (`spec.parallelism`). Answers with the job as GET does; "
+        "its workloads (slices) are at /api/v1/namespaces/{namespace}/workloads/?job=NAME.",
         parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
         request=JobScaleSerializer,
         responses={200: JobSerializer, 400: FIELD_ERRORS_SCALE, 401: REFUSED, 403: REFUSED,
@@ -437,21 +444,14 @@ class JobViewSet(_DomainViewSet):
     )
     def scale(self, request: Request, namespace: str, name: str) -> Response:
         job = self.get_object()
-        body = _body(request.data)
-        errors = [FieldError(key, 'unknown field: the body is {"parallelism": N}')
-                  for key in sorted(set(body) - {"parallelism"})]
-        if "parallelism" not in body:
-            errors.append(FieldError("parallelism", "required: the job's new spec.parallelism"))
-        if errors:
-            raise ValidationError(errors_to_dict(errors))
-        job = self._scale(job, body["parallelism"])
+        job = self._scale(job, _scale_body_counts(job, _body(request.data)))
         return Response(self.get_serializer(job).data)
 
-    def _scale(self, job: Job, parallelism: Any) -> Job:
+    def _scale(self, job: Job, counts: Mapping[str, Any]) -> Job:
         """``slices.scale_job``; its ValidationError (by field) and PermissionDenied become
         400 and 403 through the API's exception handler."""
         try:
-            result = slices.scale_job(job, parallelism, user=self.request.user)
+            result = slices.scale_job(job, counts, user=self.request.user)
         except services.ConflictError as exc:
             raise Conflict(str(exc)) from exc
         return result.job
@@ -473,9 +473,10 @@ def _check_resource_version(job: Job, patch: Mapping[str, Any]) -> None:
                        "and try again")
 
 
-def _job_patch_errors(current: Mapping[str, Any], merged: Mapping[str, Any]) -> list[FieldError]:
-    """Every field the patch changes except ``spec.parallelism``, named as Kubernetes does
-    (``spec.template: field is immutable``)."""
+def _job_patch_errors(current: Mapping[str, Any], merged: Mapping[str, Any],
+                      scalable: list[jobframework.ScalablePodSet]) -> list[FieldError]:
+    """Every field the patch changes (``merged`` has the scalable counts put back), named as
+    Kubernetes does (``spec.template: field is immutable``)."""
     errors: list[FieldError] = []
     for key in sorted(set(current) | set(merged), key=str):
         before, after = current.get(key), merged.get(key)
@@ -484,18 +485,114 @@ def _job_patch_errors(current: Mapping[str, Any], merged: Mapping[str, Any]) -> 
         if key in ("spec", "metadata") and isinstance(before, Mapping) and isinstance(
                 after, Mapping):
             for sub in sorted(set(before) | set(after), key=str):
-                if key == "spec" and sub == "parallelism":
-                    continue
                 if key == "metadata" and sub == "resourceVersion":
                     continue  # checked by _check_resource_version
                 if before.get(sub) != after.get(sub):
-                    errors.append(FieldError(f"{key}.{sub}", _immutable_message(key, sub)))
+                    errors.append(FieldError(f"{key}.{sub}",
+                                             _immutable_message(key, sub, scalable)))
         else:
-            errors.append(FieldError(str(key), _immutable_message(str(key), None)))
+            errors.append(FieldError(str(key), _immutable_message(str(key), None, scalable)))
     return errors
 
 
-def _immutable_message(key: str, sub: str | None) -> str:
+# The fields of a scalable count: ``spec.parallelism``, ``spec.workerGroupSpecs[0].replicas``.
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_ABSENT = object()
+
+
+def _path_keys(path: str) -> list[str | int]:
+    return [name if name else int(index) for name, index in _PATH_PART.findall(path)]
+
+
+def _at(obj: Any, path: str) -> Any:
+    """The value at a field path, or ``_ABSENT``."""
+    for key in _path_keys(path):
+        if isinstance(key, int):
+            if not isinstance(obj, list) or key >= len(obj):
+                return _ABSENT
+            obj = obj[key]
+        elif isinstance(obj, Mapping) and key in obj:
+            obj = obj[key]
+        else:
+            return _ABSENT
+    return obj
+
+
+def _put(obj: Any, path: str, value: Any) -> None:
+    """Set (or, with ``_ABSENT``, remove) the value at a field path whose parents exist."""
+    *parents, last = _path_keys(path)
+    for key in parents:
+        obj = obj[key]
+    if value is not _ABSENT:
+        obj[last] = value
+    elif isinstance(obj, dict):
+        obj.pop(last, None)
+
+
+def _with_counts_of(merged: Mapping[str, Any], current: Mapping[str, Any],
+                    scalable: list[jobframework.ScalablePodSet]) -> Mapping[str, Any]:
+    """``merged`` with the scalable counts as they are now, so that only the other fields
+    are compared."""
+    result = copy.deepcopy(dict(merged))
+    for ps in scalable:
+        try:
+            _put(result, ps.path, _at(current, ps.path))
+        except (KeyError, IndexError, TypeError):
+            continue  # the parent changed: the comparison names it
+    return result
+
+
+def _patched_counts(job: Job, merged: Mapping[str, Any]) -> dict[str, Any]:
+    """The counts a merge patch changes, by pod set. A deleted (null) count is the kind's
+    default (Kubernetes' 1 for a Job's parallelism)."""
+    changed: dict[str, Any] = {}
+    for ps in slices.scalable_pod_sets(job):
+        wanted = _at(merged, ps.path)
+        if wanted is _ABSENT or wanted is None:
+            unset = copy.deepcopy(job.manifest)
+            _put(unset, ps.path, _ABSENT)
+            integration = registry.integration_for(job)
+            wanted = {p.name: p.count for p in integration.scalable_pod_sets(unset)}[ps.name]
+        if wanted != ps.count or isinstance(wanted, bool):
+            changed[ps.name] = wanted
+    return changed
+
+
+def _scale_body_counts(job: Job, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The counts a scale body asks for, by pod set: ``podSets`` (``[{"name", "count"}]``)
+    and, for a count that is a field of the spec, that field (a Job's ``parallelism``)."""
+    scalable = slices.scalable_pod_sets(job)
+    shorthands = {slices.count_field(ps): ps for ps in scalable
+                  if not slices.count_field(ps).startswith("podSets.")}
+    shapes = " or ".join([*(f'{{"{key}": N}}' for key in shorthands),
+                          '{"podSets": [{"name": NAME, "count": N}]}'])
+    errors = [FieldError(str(key), f"unknown field: the body is {shapes}")
+              for key in sorted(set(body) - set(shorthands) - {"podSets"}, key=str)]
+    counts: dict[str, Any] = {shorthands[key].name: body[key]
+                              for key in shorthands if key in body}
+    pod_sets = body.get("podSets", [])
+    if not isinstance(pod_sets, list):
+        errors.append(FieldError("podSets", "must be a list of {\"name\", \"count\"}"))
+        pod_sets = []
+    for i, entry in enumerate(pod_sets):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            errors.append(FieldError(f"podSets[{i}].name", "required: a pod set's name"))
+        elif "count" not in entry:
+            errors.append(FieldError(f"podSets[{i}].count", "required: the pod set's new count"))
+        elif entry["name"] in counts:
+            errors.append(FieldError(f"podSets[{i}].name", "is given twice"))
+        else:
+            counts[entry["name"]] = entry["count"]
+    if not counts and not errors:
+        first = next(iter(shorthands), "podSets")
+        errors.append(FieldError(first, f"required: the body is {shapes}"))
+    if errors:
+        raise ValidationError(errors_to_dict(errors))
+    return counts
+
+
+def _immutable_message(key: str, sub: str | None,
+                       scalable: list[jobframework.ScalablePodSet]) -> str:
     if key == "status":
         return "is read-only: the job's cluster reports it"
     if key == "spec":
@@ -504,4 +601,5 @@ def _immutable_message(key: str, sub: str | None) -> str:
         return "field is immutable"
     if key == "metadata" and sub is None:
         return "must be an object"
-    return "cannot be changed: a patch may change spec.parallelism only"
+    paths = ", ".join(ps.path for ps in scalable) or "no field"
+    return f"cannot be changed: a patch may change {paths} only"

@@ -193,18 +193,3 @@ def counted_pods(admitted: int, spec_count: int, reclaimable: int) -> int:
     """Pods of an admitted pod set that still hold quota (``totalRequestsFromAdmission``):
     the spec count less the reclaimable pods caps the admitted count."""
     return max(min(admitted, spec_count - min(reclaimable, spec_count)), 0)
-
-
-def job_reclaimable_pods(parallelism: int, completions: int | None, terminal: int) -> int:
-    """Pods of a batch Job's ``main`` pod set that no longer need quota.
-
-    Once the pods still to succeed are fewer than the parallelism, the rest of the slots
-    are given back (only for ``parallelism > 1``).
-    """
-    target = parallelism if completions is None else completions
-    if parallelism <= 1 or terminal <= 0:
-        return 0
-    remaining = max(target - terminal, 0)
-    if remaining >= parallelism:
-        return 0
-    return parallelism - remaining

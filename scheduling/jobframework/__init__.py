@@ -41,6 +41,8 @@ from scheduling.jobframework.constants import (
 from scheduling.jobframework.interface import (
     GenericJob,
     JobReport,
+    ScalablePodSet,
+    ScaleRefusal,
     SimulatedController,
     SimulatedPod,
     SimulatedPods,
@@ -109,6 +111,8 @@ __all__ = [
     "QUEUE_NAME_LABEL",
     "RESERVED_RESOURCE",
     "RESERVED_RESOURCE_MESSAGE",
+    "ScalablePodSet",
+    "ScaleRefusal",
     "SimulatedController",
     "SimulatedPod",
     "SimulatedPods",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -27,8 +27,10 @@ from scheduling.jobframework.podsets import PodSetInfo
 @dataclass(frozen=True)
 class JobReport:
     """What a job's status tells the workload lifecycle: the pods it wants (``parallelism``:
-    the admitted count), how many are active, ready, succeeded and failed, and once it is
-    finished, ``finished`` = ("Succeeded" | "Failed", message)."""
+    the admitted count), how many are active, ready, succeeded and failed, the pods per pod
+    set that no longer need quota (``reclaimable_pods``, Kueue's ``JobWithReclaimablePods``;
+    empty for a kind that reclaims none), and once it is finished, ``finished`` =
+    ("Succeeded" | "Failed", message)."""
 
     parallelism: int
     completions: int | None
@@ -37,6 +39,7 @@ class JobReport:
     succeeded: int
     failed: int
     finished: tuple[str, str] | None = None
+    reclaimable_pods: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def all_ready(self) -> bool:
@@ -44,6 +47,25 @@ class JobReport:
         needed = self.parallelism if self.completions is None else min(
             self.parallelism, self.completions)
         return self.ready + self.succeeded >= needed
+
+
+@dataclass(frozen=True)
+class ScalablePodSet:
+    """A pod set an elastic kind scales: its ``name`` (as in ``pod_sets``), the field path of
+    the count that scales it (``spec.parallelism``) and that count now."""
+
+    name: str
+    path: str
+    count: int
+
+
+@dataclass(frozen=True)
+class ScaleRefusal:
+    """Why a job may not change its counts now: ``message`` is the field error (Kueue's
+    webhook words), ``reason`` the same for a page's disabled control."""
+
+    message: str
+    reason: str
 
 
 class SimulatedPod(Protocol):
@@ -174,9 +196,27 @@ class GenericJob(ABC):
         """The object with its pod templates as the Workload's pod sets recorded them
         (Kueue's ``RestorePodSetsInfo``)."""
 
+    def scalable_pod_sets(self, manifest: Mapping[str, Any]) -> list[ScalablePodSet]:
+        """An elastic kind: the pod sets whose count may change while the job runs, with
+        where the count lives and its value now."""
+        return []
+
     def scale(self, manifest: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
-        """An elastic kind: the object with its pod set counts set to ``counts``."""
+        """An elastic kind: the object with the counts of its scalable pod sets (by name)
+        set to ``counts``; applied to ``{}``, the merge patch that sets them."""
         raise NotImplementedError(f"{self.kind} does not scale")
+
+    def scale_refusal(self, manifest: Mapping[str, Any], *,
+                      suspended: bool) -> ScaleRefusal | None:
+        """What in the object itself forbids changing its counts now (None: nothing)."""
+        return None
+
+    def validate_scale(
+        self, manifest: Mapping[str, Any], counts: Mapping[str, int], *,
+        partial_admission: bool,
+    ) -> list[FieldError]:
+        """The kind's own rules on new counts (each already an int32 >= 0), by field path."""
+        return []
 
     # --- status --------------------------------------------------------------------------
 

@@ -33,6 +33,8 @@ from scheduling.jobframework.constants import (
 from scheduling.jobframework.interface import (
     GenericJob,
     JobReport,
+    ScalablePodSet,
+    ScaleRefusal,
     SimulatedController,
     SimulatedPod,
     SimulatedPods,
@@ -61,6 +63,13 @@ JOB_CONTROLLER_LABELS = frozenset({
 _WORKLOAD_TEMPLATE_DROPPED_LABELS = ("job-name", "controller-uid",
                                      "batch.kubernetes.io/controller-uid")
 MAX_NAME_LENGTH = 63  # the name becomes a pod label value
+PARALLELISM_PATH = "spec.parallelism"
+PARTIAL_ADMISSION_REFUSAL = ScaleRefusal(
+    message="Forbidden: cannot change when partial admission is enabled and the job is not "
+    "suspended",
+    reason=f"Jobs with partial admission (annotation {JOB_MIN_PARALLELISM_ANNOTATION}) cannot "
+    "change parallelism while they run",
+)
 DEFAULT_BACKOFF_LIMIT = 6  # spec.backoffLimit default
 _RESTART_POLICIES = ("OnFailure", "Never")
 _COMPLETION_MODES = ("NonIndexed", "Indexed")
@@ -80,6 +89,29 @@ def parallelism(spec: Mapping[str, Any]) -> int:
     """spec.parallelism, Kubernetes' default 1 (0 is allowed: no pods)."""
     value = spec.get("parallelism")
     return 1 if value is None else max(int(value), 0)
+
+
+def reclaimable_pods(parallelism: int, completions: int | None, terminal: int) -> int:
+    """Pods of the ``main`` pod set that no longer need quota (Kueue's ``ReclaimablePods``
+    for a Job): once the pods still to succeed are fewer than the parallelism, the rest of
+    the slots are given back (only for ``parallelism > 1``)."""
+    target = parallelism if completions is None else completions
+    if parallelism <= 1 or terminal <= 0:
+        return 0
+    remaining = max(target - terminal, 0)
+    if remaining >= parallelism:
+        return 0
+    return parallelism - remaining
+
+
+def _report(parallelism: int, completions: int | None, *, active: int, ready: int,
+            succeeded: int, failed: int, finished: tuple[str, str] | None) -> JobReport:
+    reclaimable = reclaimable_pods(parallelism, completions, succeeded)
+    return JobReport(
+        parallelism=parallelism, completions=completions, active=active, ready=ready,
+        succeeded=succeeded, failed=failed, finished=finished,
+        reclaimable_pods={DEFAULT_POD_SET_NAME: reclaimable} if reclaimable else {},
+    )
 
 
 def wanted_pods(spec: Mapping[str, Any], succeeded: int) -> int:
@@ -297,8 +329,8 @@ class JobController(SimulatedController):
                 count += missing
         new_status.update(active=count, ready=ready if not finished else 0,
                           succeeded=succeeded, failed=failed)
-        report = JobReport(
-            parallelism=admitted, completions=None if completions is None else int(completions),
+        report = _report(
+            admitted, None if completions is None else int(completions),
             active=count, ready=ready, succeeded=succeeded, failed=failed, finished=finished,
         )
         return new_status, report
@@ -335,8 +367,8 @@ class JobController(SimulatedController):
         ready = sum(p.ready for p in running)
         new_status.update(active=len(active), ready=ready if not finished else 0,
                           succeeded=succeeded, failed=failed)
-        report = JobReport(
-            parallelism=allowed, completions=None if completions is None else int(completions),
+        report = _report(
+            allowed, None if completions is None else int(completions),
             active=len(running), ready=ready, succeeded=succeeded, failed=failed,
             finished=finished,
         )
@@ -442,10 +474,40 @@ class BatchJob(GenericJob):
                                             pod_sets[0].get("template") or {})
         return result
 
+    def scalable_pod_sets(self, manifest: Mapping[str, Any]) -> list[ScalablePodSet]:
+        """Pod set ``main``, scaled by ``spec.parallelism`` (its pods: min(parallelism,
+        completions))."""
+        value = (manifest.get("spec") or {}).get("parallelism")
+        return [ScalablePodSet(DEFAULT_POD_SET_NAME, PARALLELISM_PATH,
+                               1 if value is None else int(value))]
+
     def scale(self, manifest: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
         result = copy.deepcopy(dict(manifest))
         result.setdefault("spec", {})["parallelism"] = int(counts[DEFAULT_POD_SET_NAME])
         return result
+
+    def scale_refusal(self, manifest: Mapping[str, Any], *,
+                      suspended: bool) -> ScaleRefusal | None:
+        """Kueue's Job webhook freezes the parallelism of a running job with partial
+        admission (``validatePartialAdmissionUpdate``)."""
+        if JOB_MIN_PARALLELISM_ANNOTATION in _annotations(manifest) and not suspended:
+            return PARTIAL_ADMISSION_REFUSAL
+        return None
+
+    def validate_scale(
+        self, manifest: Mapping[str, Any], counts: Mapping[str, int], *,
+        partial_admission: bool,
+    ) -> list[FieldError]:
+        """With partial admission, more pods than ``job-min-parallelism`` must remain."""
+        min_parallelism = _annotations(manifest).get(JOB_MIN_PARALLELISM_ANNOTATION)
+        if min_parallelism is None or not partial_admission:
+            return []
+        spec = {**(manifest.get("spec") or {}), "parallelism": counts[DEFAULT_POD_SET_NAME]}
+        if int(min_parallelism) < pods_count(spec):
+            return []
+        return [FieldError(PARALLELISM_PATH, (
+            f"must leave more than {min_parallelism} pods (annotation "
+            f"{JOB_MIN_PARALLELISM_ANNOTATION}) to run"))]
 
     def finished(self, status: Mapping[str, Any] | None) -> tuple[str, str] | None:
         for condition in (status or {}).get("conditions") or ():
@@ -466,8 +528,8 @@ class BatchJob(GenericJob):
         if _completions_follow_parallelism(manifest):
             completions = wanted
         ready = int(status["ready"]) if "ready" in status else ready_pods
-        return JobReport(
-            parallelism=wanted, completions=None if completions is None else int(completions),
+        return _report(
+            wanted, None if completions is None else int(completions),
             active=int(status.get("active", 0)), ready=ready,
             succeeded=int(status.get("succeeded", 0)), failed=int(status.get("failed", 0)),
             finished=self.finished(status),

@@ -40,7 +40,7 @@ def _queue_order(cluster_queue: ClusterQueue) -> QuerySet[Workload, tuple[int, i
 # What ``_item`` and ``why_pending`` read.
 _ITEM_FIELDS = ("name", "namespace", "created_at", "priority", "conditions", "queue_state",
                 "preempting", "pod_sets_hash", "queue_name", "local_queue__name", "job__name",
-                "job__uid")
+                "job__uid", "job__api_version", "job__kind")
 
 
 def _load(positions: dict[int, tuple[int, int]]) -> list[Workload]:
@@ -145,7 +145,8 @@ def _item(wl: Workload, cluster_queue: ClusterQueue,
     }
     if wl.job is not None:
         metadata["ownerReferences"] = [{
-            "apiVersion": "batch/v1", "kind": "Job", "name": wl.job.name, "uid": str(wl.job.uid),
+            "apiVersion": wl.job.api_version, "kind": wl.job.kind, "name": wl.job.name,
+            "uid": str(wl.job.uid),
         }]
     reserved = find(wl.conditions, "QuotaReserved") or {}
     parked = parked_shape_of(wl, shapes)

@@ -75,7 +75,8 @@ def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
 
 
 class JobSubmitForm(forms.Form):
-    """A namespace and a batch/v1 Job manifest in YAML (parsed by the view, safely)."""
+    """A namespace and a job manifest of an enabled kind in YAML (parsed by the view,
+    safely); the sample is a batch/v1 Job."""
 
     namespace = forms.CharField(
         max_length=63,

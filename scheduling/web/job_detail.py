@@ -27,7 +27,6 @@ from kueueweb.roles import can_operate_in
 from multicluster.choices import PodPhase
 from multicluster.models import Pod
 from scheduling import jobframework, services
-from scheduling.jobs import job as batch_job
 from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
 from scheduling.web.forms import field_errors
@@ -54,7 +53,6 @@ def _get_job(cluster: str, namespace: str, name: str) -> Job:
 
 
 def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
-    spec = slices.job_spec(job)
     status = job.status or {}
     current = elastic.current_slice(workloads)
     pods = Pod.objects.filter(job=job)
@@ -62,12 +60,20 @@ def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
                 if gates or reason == "SchedulingGated")
     conditions = [c for c in status.get("conditions") or () if c.get("status") == "True"]
     labels = ((job.manifest or {}).get("metadata") or {}).get("labels") or {}
+    counts = []
+    for ps in elastic.scalable_pod_sets(job):
+        key = elastic.count_field(ps)
+        counts.append({"slug": re.sub(r"[^a-z0-9-]", "-", key.lower()), "path": ps.path,
+                       "label": slices.field_label(ps, key), "value": ps.count})
+    # The pod sets as the current workload asks for them (minCount: partial admission).
+    pod_sets = [{"name": ps.get("name", jobframework.DEFAULT_POD_SET_NAME),
+                 "count": ps.get("count", 1), "min_count": ps.get("minCount")}
+                for ps in (current.pod_sets if current is not None else ())]
     return {
         "spec": {
-            "parallelism": spec.get("parallelism", 1),
-            "completions": spec.get("completions"),
-            "elastic": slices.is_elastic_job(job),
-            "min_parallelism": slices.job_annotations(job).get(batch_job.JOB_MIN_PARALLELISM_ANNOTATION),
+            "counts": counts,
+            "pod_sets": pod_sets,
+            "elastic": elastic.is_elastic_job(job),
             "queue": labels.get(jobframework.QUEUE_NAME_LABEL, ""),
             "suspend": job.suspend,
         },
@@ -161,10 +167,12 @@ def job_region(
 
 
 def _done_message(result: elastic.ScaleResult, label: str) -> str:
-    before, after = result.previous_parallelism, result.parallelism
+    before = elastic.describe_counts(result.previous)
+    after = elastic.describe_counts(result.counts)
+    what = _counted(result.job)
     wl = result.workload
     if result.action == "unchanged":
-        return f"Job {label} already has parallelism {after}."
+        return f"Job {label} already has {what} {after}."
     if result.action == "scale-down":
         return (f"Job {label} scaled down from {before} to {after}: the quota of the removed "
                 "pods is free.")
@@ -172,6 +180,14 @@ def _done_message(result: elastic.ScaleResult, label: str) -> str:
         return (f"Job {label} scaling up from {before} to {after}: workload slice {wl.name} "
                 "waits for quota for the extra pods; the job keeps running meanwhile.")
     return f"Job {label} scaled from {before} to {after}."
+
+
+def _counted(job: Job) -> str:
+    """What the counts are called: the one scalable field (``parallelism``), or counts."""
+    scalable = elastic.scalable_pod_sets(job)
+    if len(scalable) == 1:
+        return slices.field_label(scalable[0], elastic.count_field(scalable[0])).lower()
+    return "counts"
 
 
 def _safe_next(request: HttpRequest, job: Job) -> str:
@@ -193,21 +209,28 @@ def _typed_integer(raw: str) -> int:
 @require_POST
 @reader_required
 def job_scale(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
-    """Set the job's parallelism; back to the page the form came from (``next``)."""
+    """Set the counts of the job's scalable pod sets (one field each, named as
+    ``slices.scale_control`` names them); back to the page the form came from (``next``)."""
     job = _get_job(cluster, namespace, name)
     if not can_operate_in(request.user, job.namespace):
         raise PermissionDenied(f"You may not scale jobs in namespace {job.namespace!r}.")
     back = _safe_next(request, job)
-    raw = (request.POST.get("parallelism") or "").strip()
     label = f"{job.namespace}/{job.name}"
+    raw: dict[str, str] = {}
+    counts: dict[str, Any] = {}
     errors: list[tuple[str, str]] = []
-    if not raw:
-        errors = [(elastic.PARALLELISM_PATH, "Required: the number of pods to run in parallel")]
-    else:
-        # As typed: the service names the field when it is not an int32 ≥ 0.
-        value: Any = _typed_integer(raw) if _INTEGER.match(raw) else raw
+    for ps in elastic.scalable_pod_sets(job):
+        key = elastic.count_field(ps)
+        raw[key] = (request.POST.get(key) or "").strip()
+        if not raw[key]:
+            errors.append((ps.path, "Required: the new count"))
+        else:
+            # As typed: the service names the field when it is not an int32 ≥ 0.
+            counts[ps.name] = (_typed_integer(raw[key]) if _INTEGER.match(raw[key])
+                               else raw[key])
+    if not errors:
         try:
-            result = elastic.scale_job(job, value, user=request.user)
+            result = elastic.scale_job(job, counts, user=request.user)
         except ValidationError as exc:
             errors = field_errors(exc)
         except services.ConflictError as exc:

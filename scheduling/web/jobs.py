@@ -1,4 +1,4 @@
-"""Job submission: a batch/v1 Job manifest in YAML, parsed safely, submitted through
+"""Job submission: a manifest of an enabled job kind (a batch/v1 Job, ...) in YAML, parsed safely, submitted through
 ``services.submit_job``; errors are shown by field path next to the editor."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _parse(text: str) -> tuple[Mapping[str, Any] | None, list[tuple[str, str]]]:
     if len(documents) != 1:
         return None, [("manifest", f"expected one Job, found {len(documents)} documents")]
     if not isinstance(documents[0], Mapping):
-        return None, [("manifest", "the manifest must be an object (a batch/v1 Job)")]
+        return None, [("manifest", "the manifest must be an object (a batch/v1 Job or another enabled kind)")]
     return documents[0], []
 
 

@@ -8,10 +8,10 @@ Plain functions building template context; the views in ``scheduling.web.workloa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import HttpRequest
 from django.urls import reverse
@@ -23,13 +23,6 @@ from scheduling.models import Job, Workload
 from scheduling.workload import conditions as cond
 from scheduling.workload import slices
 
-# Why the control is disabled (shown next to it and as the button's title).
-REASON_NOT_ELASTIC = ('Only elastic jobs (annotation kueue.x-k8s.io/elastic-job: "true") can be '
-                      "scaled while admitted")
-REASON_FINISHED = "The job has finished: there is nothing left to scale"
-REASON_PARTIAL_ADMISSION = (
-    "Jobs with partial admission (annotation kueue.x-k8s.io/job-min-parallelism) cannot "
-    "change parallelism while they run")
 # What scaling will do (shown when the control is enabled).
 HINT_ELASTIC = ("Elastic job: scaling down frees the quota of the removed pods at once; scaling "
                 "up waits for quota for the extra pods while the job keeps running.")
@@ -39,25 +32,6 @@ HINT_QUEUED = "The job is queued: its workload will wait for quota with the new 
 _SESSION_PREFIX = "kueueweb.scale-errors."
 # Newest slices shown; a job scaled very often keeps a long chain of finished slices.
 SLICE_HISTORY_LIMIT = 50
-
-
-def job_annotations(job: Job) -> Mapping[str, Any]:
-    return ((job.manifest or {}).get("metadata") or {}).get("annotations") or {}
-
-
-def job_spec(job: Job) -> Mapping[str, Any]:
-    return (job.manifest or {}).get("spec") or {}
-
-
-def is_elastic_job(job: Job) -> bool:
-    options: dict[str, Any] = settings.KUEUEWEB
-    return jobframework.is_elastic(job_annotations(job),
-                           slices_enabled=bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
-
-
-def parallelism(job: Job) -> int | None:
-    value = job_spec(job).get("parallelism", 1)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def pod_count(wl: Workload) -> int:
@@ -111,48 +85,72 @@ def job_workloads(job: Job) -> list[Workload]:
 # =========================================================================================
 
 
-_REASONS = {slices.SCALE_FINISHED: REASON_FINISHED,
-            slices.SCALE_PARTIAL_ADMISSION: REASON_PARTIAL_ADMISSION,
-            slices.SCALE_NOT_ELASTIC: REASON_NOT_ELASTIC}
-
-
 def scale_disabled_reason(job: Job, workloads: Iterable[Workload]) -> str:
     """Why the job cannot be scaled now ("" if it can): the rule the service refuses on
     (``slices.scale_refusal``), in the page's words."""
     refused = slices.scale_refusal(job, workloads)
-    return _REASONS[refused] if refused else ""
+    return refused.reason if refused is not None else ""
+
+
+def field_label(ps: jobframework.ScalablePodSet, key: str) -> str:
+    if key.startswith("podSets."):
+        return f"Pod set {ps.name}"
+    return key[:1].upper() + key[1:]
 
 
 def scale_control(
     job: Job, user: AbstractBaseUser | AnonymousUser, *, next_url: str,
     workloads: Iterable[Workload] | None = None, flash: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Context of ``_scale_control.html``: ``scale`` with the state of the control and the
-    errors of the last attempt (``flash``, from ``pop_scale_errors``)."""
+    """Context of ``_scale_control.html``: ``scale`` with the state of the control, one
+    field per pod set the job's kind scales (``fields``), and the errors of the last attempt
+    (``flash``, from ``pop_scale_errors``)."""
     workloads = job_workloads(job) if workloads is None else list(workloads)
     reason = scale_disabled_reason(job, workloads)
     current = slices.current_slice(workloads)
-    value = parallelism(job)
     flash = flash or {}
+    typed = flash.get("values") or {}
+    label = f"{job.namespace}/{job.name}"
+    fields = []
+    for ps in slices.scalable_pod_sets(job):
+        key = slices.count_field(ps)
+        fields.append({
+            "id": "scale-" + re.sub(r"[^A-Za-z0-9-]", "-", key),
+            "name": key,
+            "label": field_label(ps, key),
+            "path": ps.path,
+            "current": ps.count,
+            "value": typed.get(key, ps.count),
+            "edited": key in typed,
+        })
+    if len(fields) == 1:
+        before = f"{fields[0]['label'].lower()} {fields[0]['current']}"
+        confirm = f"Scale job {label} from {before} to the value entered?"
+        confirm_template = f"Scale job {label} from {before} to {{n}}?"
+    else:
+        counts = {f["name"]: f["current"] for f in fields}
+        confirm = (f"Scale job {label} from {slices.describe_counts(counts)} to the values "
+                   "entered?")
+        confirm_template = ""
     return {"scale": {
-        "may_act": can_operate_in(user, job.namespace),
+        "may_act": can_operate_in(user, job.namespace) and bool(fields),
         "enabled": not reason,
         "reason": reason,
-        "hint": HINT_ELASTIC if is_elastic_job(job) else HINT_QUEUED,
-        "parallelism": value,
-        "value": flash.get("value", value),
-        "edited": "value" in flash,
+        "hint": HINT_ELASTIC if slices.is_elastic_job(job) else HINT_QUEUED,
+        "fields": fields,
+        "confirm": confirm,
+        "confirm_template": confirm_template,
         "errors": [tuple(e) for e in flash.get("errors", ())],
         "running": admitted_count(current) if current is not None else None,
         "next": next_url,
-        "label": f"{job.namespace}/{job.name}",
+        "label": label,
     }}
 
 
 def remember_scale_errors(request: HttpRequest, job: Job, errors: list[tuple[str, str]],
-                          value: str) -> None:
+                          values: Mapping[str, str]) -> None:
     request.session[f"{_SESSION_PREFIX}{job.pk}"] = {"errors": [list(e) for e in errors],
-                                                      "value": value}
+                                                      "values": dict(values)}
 
 
 def pop_scale_errors(request: HttpRequest, job: Job) -> dict[str, Any]:

@@ -47,8 +47,6 @@ EVENTS_PAGE_SIZE = 25
 # The list shows an exact total up to this many matches, then "more than …": an exact
 # COUNT over tens of thousands of rows on every refresh is the slowest part of the page.
 COUNT_LIMIT = 10_000
-# Why an admitted job that is not elastic cannot be scaled (scheduling.web.slices).
-SCALE_DISABLED_REASON = slices.REASON_NOT_ELASTIC
 DETAIL_REGIONS = ("status", "controls", "dispatch", "events", "pods", "slices", "job")
 
 View = Callable[..., HttpResponse]

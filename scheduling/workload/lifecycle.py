@@ -451,10 +451,10 @@ def sync_job_status(wl: Workload, report: JobReport, *, now: datetime,
         if conditions != wl.conditions:
             changes["conditions"] = conditions
             became_ready = wanted.status and not (previous and previous.get("status") == "True")
-    reclaimable = core.job_reclaimable_pods(report.parallelism, report.completions,
-                                            report.succeeded)
-    pod_set = (wl.pod_sets or [{}])[0].get("name", "main")
-    reclaimable_pods = [{"name": pod_set, "count": reclaimable}] if reclaimable else []
+    # As the job's kind counts them (Kueue's JobWithReclaimablePods), in pod-set order.
+    names = [str(ps.get("name", "")) for ps in wl.pod_sets or ()]
+    reclaimable_pods = [{"name": name, "count": int(report.reclaimable_pods[name])}
+                        for name in names if report.reclaimable_pods.get(name)]
     reclaim_changed = reclaimable_pods != (wl.reclaimable_pods or [])
     if reclaim_changed:
         changes["reclaimable_pods"] = reclaimable_pods
@@ -471,10 +471,10 @@ def sync_job_status(wl: Workload, report: JobReport, *, now: datetime,
                            after_admission, local_queue=_local_queue_key(wl),
                            cluster_id=domain_of(wl))
     if reclaim_changed and wl.cluster_queue_id is not None and wl.phase in _RESERVED:
-        count = reclaimable_pods[0]["count"] if reclaimable_pods else 0
-        events.append(workload_event(
-            wl, "ReclaimablePods", f"{count} pod(s) of pod set {pod_set} no longer need quota",
-            now=now))
+        freed = ", ".join(f"{rp['count']} pod(s) of pod set {rp['name']}"
+                          for rp in reclaimable_pods) or "0 pod(s)"
+        events.append(workload_event(wl, "ReclaimablePods", f"{freed} no longer need quota",
+                                     now=now))
         admission.on_quota_released(domain_of(wl), [wl.cluster_queue_id], now=now)
     return True
 

@@ -1,16 +1,18 @@
 """Elastic jobs: scale an admitted job through workload slices (Kueue KEP-77, dynamically
 sized jobs).
 
-A batch/v1 Job annotated ``kueue.x-k8s.io/elastic-job: "true"`` (with the
-``ElasticJobsViaWorkloadSlices`` gate on, the default) may change its parallelism while it
-runs, without being suspended or requeued:
+A job of an elastic kind (``GenericJob.elastic``; a batch/v1 Job) annotated
+``kueue.x-k8s.io/elastic-job: "true"`` (with the ``ElasticJobsViaWorkloadSlices`` gate on, the
+default) may change the counts of its scalable pod sets (``GenericJob.scalable_pod_sets``: a
+Job's ``spec.parallelism``) while it runs, without being suspended or requeued:
 
 * **scale-up** of an admitted slice creates a new *slice* (a Workload) with the full new
   counts, annotated as the replacement of the old one. The admission cycle checks only the
   extra pods, on the flavors the old slice holds; once the new slice is admitted the old one
   finishes with reason ``WorkloadSliceReplaced`` in the same transaction, and the job's
   extra pods are ungated. Until then the job runs at its old size.
-* **scale-down** updates the admitted slice's pod counts in place; the quota of the removed
+* **scale-down** (some pod set smaller, none larger) updates the admitted slice's pod counts
+  in place; the quota of the removed
   pods is free at once (usage is derived from the smaller count) and parked workloads of the
   cohort tree get another chance.
 
@@ -20,13 +22,12 @@ chain lives in the database only, so it survives restarts of every process.
 
 Kueue sources: ``pkg/workloadslicing/workloadslicing.go`` (EnsureWorkloadSlices,
 normalizeActiveSlices), ``pkg/controller/jobframework/reconciler.go`` (prepareWorkloadSlice),
-``pkg/scheduler/scheduler.go`` (replaceWorkloadSlice), ``pkg/controller/jobs/job/job_webhook.go``
-(validatePartialAdmissionUpdate).
+``pkg/scheduler/scheduler.go`` (replaceWorkloadSlice).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,7 +42,6 @@ from kueueweb.roles import can_operate_in
 from scheduling import jobframework
 from scheduling.choices import WorkloadPhase
 from scheduling.jobframework import registry
-from scheduling.jobs import job as batch_job
 from scheduling.models import Job, Workload
 from scheduling.scheduler import admission
 from scheduling.services import ConflictError, invalid, local_queue_for, save_new_workload
@@ -139,182 +139,236 @@ class ScaleResult:
     ``action`` is ``unchanged``, ``updated`` (a pending workload's counts changed),
     ``scale-down`` (the admitted slice shrank in place), ``scale-up`` (a new slice waits
     for admission) or ``scale-up-updated`` (the waiting slice's counts changed).
+    ``previous`` and ``counts`` are the scalable counts (by pod set) before and after.
     """
 
     job: Job
     workload: Workload | None
     action: str
-    previous_parallelism: int
-    parallelism: int
+    previous: dict[str, int]
+    counts: dict[str, int]
+
+
+def describe_counts(counts: Mapping[str, int]) -> str:
+    """``3`` for a kind with one scalable pod set, ``workers=3, evaluators=1`` for more."""
+    if len(counts) == 1:
+        return str(next(iter(counts.values())))
+    return ", ".join(f"{name}={count}" for name, count in counts.items())
 
 
 # =========================================================================================
-# Scaling a job (Kueue's Job webhook + EnsureWorkloadSlices)
+# Scaling a job (the kind's webhook + EnsureWorkloadSlices)
 # =========================================================================================
 
-PARALLELISM_PATH = "spec.parallelism"
-PARTIAL_ADMISSION_MESSAGE = (
-    "Forbidden: cannot change when partial admission is enabled and the job is not suspended")
 NOT_ELASTIC_MESSAGE = (
     "Forbidden: cannot change while the job's workload holds quota: only elastic jobs "
     f'(annotation {jobframework.ELASTIC_JOB_ANNOTATION}: "true", with the '
     "ElasticJobsViaWorkloadSlices feature gate on) scale while admitted; deactivate the "
     "workload first")
 FINISHED_MESSAGE = "Forbidden: the job has finished"
+# Why a job cannot be scaled now (``scale_refusal``); a kind adds its own.
+REFUSED_FINISHED = jobframework.ScaleRefusal(
+    FINISHED_MESSAGE, "The job has finished: there is nothing left to scale")
+REFUSED_NOT_ELASTIC = jobframework.ScaleRefusal(
+    NOT_ELASTIC_MESSAGE, f'Only elastic jobs (annotation {jobframework.ELASTIC_JOB_ANNOTATION}: '
+    '"true") can be scaled while admitted')
 
 
 def job_finished(job: Job) -> bool:
-    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-               for c in (job.status or {}).get("conditions", ()))
+    return registry.integration_for(job).finished(job.status) is not None
 
 
-# Why a job cannot be scaled now (``scale_refusal``).
-SCALE_FINISHED = "finished"
-SCALE_PARTIAL_ADMISSION = "partial-admission"
-SCALE_NOT_ELASTIC = "not-elastic"
-_SCALE_MESSAGES = {SCALE_FINISHED: FINISHED_MESSAGE,
-                   SCALE_PARTIAL_ADMISSION: PARTIAL_ADMISSION_MESSAGE,
-                   SCALE_NOT_ELASTIC: NOT_ELASTIC_MESSAGE}
+def _slices_enabled() -> bool:
+    options: dict[str, Any] = settings.KUEUEWEB
+    return bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"])
 
 
-def scale_refusal(job: Job, workloads: Iterable[Workload]) -> str:
-    """Why the job's state allows no change of parallelism ("" if it allows one): one of
-    the ``SCALE_*`` keys. ``scale_job`` refuses, and the pages disable their control, on
-    the same rule. Finished: Complete or Failed, or every workload it had finished (a
-    finished workload does not change)."""
+def is_elastic_job(job: Job) -> bool:
+    """The job's kind scales through slices, the job asks for it and the gate is on."""
+    annotations = ((job.manifest or {}).get("metadata") or {}).get("annotations") or {}
+    return registry.integration_for(job).elastic and jobframework.is_elastic(
+        annotations, slices_enabled=_slices_enabled())
+
+
+def scale_refusal(job: Job, workloads: Iterable[Workload]) -> jobframework.ScaleRefusal | None:
+    """Why the job's state allows no change of its counts (None if it allows one).
+    ``scale_job`` refuses, and the pages disable their control, on the same rule. Finished:
+    the kind says so, or every workload it had finished (a finished workload does not
+    change); then what the kind forbids (a Job's partial admission while it runs); then an
+    admitted job that is not elastic."""
     workloads = list(workloads)
     if job_finished(job) or (workloads and all(
             wl.phase == WorkloadPhase.FINISHED for wl in workloads)):
-        return SCALE_FINISHED
-    annotations = ((job.manifest or {}).get("metadata") or {}).get("annotations") or {}
-    if batch_job.JOB_MIN_PARALLELISM_ANNOTATION in annotations and not job.suspend:
-        return SCALE_PARTIAL_ADMISSION
-    options: dict[str, Any] = settings.KUEUEWEB
-    elastic = jobframework.is_elastic(annotations,
-                              slices_enabled=bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
+        return REFUSED_FINISHED
+    refused = registry.integration_for(job).scale_refusal(job.manifest or {},
+                                                          suspended=job.suspend)
+    if refused is not None:
+        return refused
     current = current_slice(workloads)
-    if current is not None and holds_quota(current) and not elastic:
-        return SCALE_NOT_ELASTIC
-    return ""
+    if current is not None and holds_quota(current) and not is_elastic_job(job):
+        return REFUSED_NOT_ELASTIC
+    return None
 
 
-def parallelism_of(manifest: dict[str, Any]) -> int:
-    value = (manifest.get("spec") or {}).get("parallelism")
-    return 1 if value is None else int(value)
+def scalable_pod_sets(job: Job) -> list[jobframework.ScalablePodSet]:
+    return registry.integration_for(job).scalable_pod_sets(job.manifest or {})
 
 
-def _validated_parallelism(value: Any) -> int:
-    errors: list[FieldError] = []
-    # Kubernetes: an int32 ≥ 0 (0 pauses the job: no pods run).
-    parsed = jobframework.int_value(value, PARALLELISM_PATH, errors, minimum=0)
-    if errors or parsed is None:
+def count_field(ps: jobframework.ScalablePodSet) -> str:
+    """The key naming a pod set's count in a scale request (a form field, the REST API's
+    shorthand): the spec field itself when the count is a field of the spec (a Job's
+    ``parallelism``), else ``podSets.<name>``."""
+    field = ps.path.removeprefix("spec.")
+    if field != ps.path and field.isidentifier():
+        return field
+    return f"podSets.{ps.name}"
+
+
+def _requested_counts(job: Job, counts: Any) -> dict[str, int]:
+    """The counts asked for, by pod set, each an int32 >= 0 (Kubernetes' rule for a count)
+    named by its field path. A bare value is the count of a kind's only scalable pod set."""
+    scalable = scalable_pod_sets(job)
+    if not scalable:
+        raise invalid([FieldError("kind", f"a {job.kind} has no pod set that scales")])
+    if not isinstance(counts, Mapping):
+        if len(scalable) > 1:
+            raise invalid([FieldError("podSets", "name the pod sets to scale: "
+                                      + ", ".join(ps.name for ps in scalable))])
+        counts = {scalable[0].name: counts}
+    names = {ps.name for ps in scalable}
+    errors = [FieldError("podSets", f"{name!r} is not a pod set that scales: the pod sets "
+                         "that scale are " + ", ".join(sorted(names)))
+              for name in counts if name not in names]
+    wanted: dict[str, int] = {}
+    for ps in scalable:
+        if ps.name in counts:
+            parsed = jobframework.int_value(counts[ps.name], ps.path, errors, minimum=0)
+            if parsed is not None:
+                wanted[ps.name] = parsed
+    if errors:
         raise invalid(errors)
-    return parsed
+    return wanted
 
 
-def scale_job(job: Job, parallelism: Any, *, user: Any = None,
+def _refused(refusal: jobframework.ScaleRefusal, paths: Iterable[str]) -> Exception:
+    return invalid([FieldError(path, refusal.message) for path in paths])
+
+
+def scale_job(job: Job, counts: Any, *, user: Any = None,
               now: datetime | None = None) -> ScaleResult:
-    """Set ``spec.parallelism`` of a job, as ``kubectl scale``/``patch`` would, and bring its
-    workload slices in line (Kueue's Job webhook, then ``EnsureWorkloadSlices``).
+    """Set the counts of a job's scalable pod sets (``counts``: by pod set name, or the one
+    count of a kind with one scalable pod set, such as a Job's ``spec.parallelism``), as
+    ``kubectl scale``/``patch`` would, and bring its workload slices in line (the kind's
+    webhook, then Kueue's ``EnsureWorkloadSlices``).
 
-    * a queued job (its workload holds no quota): the pending workload's count changes;
-    * an admitted elastic job: scale-down shrinks the admitted slice in place and frees
-      quota at once; scale-up creates (or resizes) the replacement slice, which the
-      admission cycle admits for the extra pods only; scaling back while a scale-up waits
-      finishes the waiting slice (``OutOfSync``);
-    * refused, naming ``spec.parallelism``: a value that is not an int32 ≥ 0, a finished
-      job, a running job with partial admission (Kueue's message), and an admitted job that
-      is not elastic.
+    * a queued job (its workload holds no quota): the pending workload's counts change;
+    * an admitted elastic job: a scale-down (some pod set smaller, none larger) shrinks the
+      admitted slice in place and frees quota at once; a scale-up creates (or resizes) the
+      replacement slice, which the admission cycle admits for the extra pods only; scaling
+      back while a scale-up waits finishes the waiting slice (``OutOfSync``);
+    * refused, naming the count's field path: a value that is not an int32 >= 0, a finished
+      job, what the kind forbids (``scale_refusal``, ``validate_scale``), and an admitted
+      job that is not elastic.
 
-    The effective pod count is min(parallelism, completions), so scaling beyond
-    ``completions`` changes the spec but not the pods. Everything is written in one
-    transaction holding the job's row lock. Raises ValidationError (by field path),
-    PermissionDenied or ConflictError.
+    The Workload's pod counts are the kind's ``pod_sets`` of the scaled object (a Job runs
+    min(parallelism, completions) pods, so scaling beyond ``completions`` changes the spec
+    but not the pods). Everything is written in one transaction holding the job's row lock.
+    Raises ValidationError (by field path), PermissionDenied or ConflictError.
     """
     if user is not None and not can_operate_in(user, job.namespace):
         raise PermissionDenied(f"You may not scale jobs in namespace {job.namespace!r}.")
-    wanted = _validated_parallelism(parallelism)
+    requested = _requested_counts(job, counts)
     now = _now(now)
     options: dict[str, Any] = settings.KUEUEWEB
-    slices_enabled = bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"])
+    integration = registry.integration_for(job)
     with transaction.atomic():
         # FOR NO KEY UPDATE: the job's key never changes here, and the cluster's sync pass
         # inserts pods and workloads that reference this row (FOR KEY SHARE) meanwhile.
         locked = Job.objects.select_for_update(no_key=True).filter(pk=job.pk).first()
         if locked is None:
-            raise ConflictError(f'jobs.batch "{job.name}" not found')
+            raise ConflictError(f'{integration.plural}.{integration.group or "core"} '
+                                f'"{job.name}" not found')
         manifest = locked.manifest
-        previous = parallelism_of(manifest)
+        scalable = integration.scalable_pod_sets(manifest)
+        previous = {ps.name: ps.count for ps in scalable}
+        paths = [ps.path for ps in scalable if ps.name in requested]
+        wanted = {**previous, **requested}
         workloads = list(locked.workloads.select_for_update(no_key=True))
         refused = scale_refusal(locked, workloads)
-        if refused == SCALE_FINISHED:
-            raise invalid([FieldError(PARALLELISM_PATH, FINISHED_MESSAGE)])
+        if refused is REFUSED_FINISHED:
+            raise _refused(refused, paths)
         if wanted == previous:
             return ScaleResult(locked, current_slice(workloads), "unchanged", previous, wanted)
-        if refused:
-            raise invalid([FieldError(PARALLELISM_PATH, _SCALE_MESSAGES[refused])])
-        annotations = (manifest.get("metadata") or {}).get("annotations") or {}
-        spec = dict(manifest.get("spec") or {})
-        spec["parallelism"] = wanted
-        count = batch_job.pods_count(spec)
-        min_parallelism = annotations.get(batch_job.JOB_MIN_PARALLELISM_ANNOTATION)
-        if min_parallelism is not None and options["PARTIAL_ADMISSION"] and (
-                int(min_parallelism) >= count):
-            raise invalid([FieldError(PARALLELISM_PATH, (
-                f"must leave more than {min_parallelism} pods (annotation "
-                f"{batch_job.JOB_MIN_PARALLELISM_ANNOTATION}) to run"))])
-        elastic = jobframework.is_elastic(annotations, slices_enabled=slices_enabled)
-        current = current_slice(workloads)
-
-        metadata = dict(manifest.get("metadata") or {})
+        if refused is not None:
+            raise _refused(refused, paths)
+        partial_admission = bool(options["PARTIAL_ADMISSION"])
+        errors = integration.validate_scale(manifest, wanted,
+                                            partial_admission=partial_admission)
+        if errors:
+            raise invalid(errors)
+        scaled = integration.scale(manifest, wanted)
+        pod_counts = pod_set_counts(integration.pod_sets(scaled,
+                                                         partial_admission=partial_admission))
+        metadata = dict(scaled.get("metadata") or {})
         metadata["generation"] = jobframework.generation(manifest) + 1
-        locked.manifest = {**manifest, "metadata": metadata, "spec": spec}
+        locked.manifest = {**scaled, "metadata": metadata}
         locked.save(update_fields=["manifest", "resource_version", "updated_at"])
-        result = _ensure_slices(locked, workloads, current, count, elastic=elastic,
-                                previous=previous, wanted=wanted, now=now)
+        change = _ScaleChange(scalable, previous, wanted)
+        result = _ensure_slices(locked, workloads, current_slice(workloads), pod_counts,
+                                change, now=now)
         _after_scale(locked)
     return result
 
 
-def _ensure_slices(job: Job, workloads: list[Workload], current: Workload | None, count: int,
-                   *, elastic: bool, previous: int, wanted: int,
+@dataclass(frozen=True)
+class _ScaleChange:
+    scalable: list[jobframework.ScalablePodSet]
+    previous: dict[str, int]
+    wanted: dict[str, int]
+
+    def __str__(self) -> str:
+        return "; ".join(f"{ps.path} changed from {self.previous[ps.name]} to "
+                         f"{self.wanted[ps.name]}" for ps in self.scalable
+                         if self.previous[ps.name] != self.wanted[ps.name])
+
+
+def _ensure_slices(job: Job, workloads: list[Workload], current: Workload | None,
+                   counts: dict[str, int], change: _ScaleChange, *,
                    now: datetime) -> ScaleResult:
     def done(wl: Workload | None, action: str) -> ScaleResult:
-        return ScaleResult(job, wl, action, previous, wanted)
+        return ScaleResult(job, wl, action, change.previous, change.wanted)
 
     if current is None:
         return done(None, "unchanged")
-    counts = pod_set_counts(current.pod_sets)
-    old_count = sum(counts.values())
+    old = pod_set_counts(current.pod_sets)
+    old_total, total = sum(old.values()), sum(counts.values())
     if not holds_quota(current):
         # Nothing admitted yet (or being evicted): the workload waits with the new size.
-        if _set_count(current, count):
-            _event(job, current, "ScaledUp" if count > old_count else "ScaledDown",
-                   f"Parallelism changed from {previous} to {wanted}: workload "
-                   f"{current.name} now asks for {count} pod(s)", now=now)
+        if _set_counts(current, counts):
+            _event(job, current, "ScaledUp" if total > old_total else "ScaledDown",
+                   f"{change}: workload {current.name} now asks for {total} pod(s)", now=now)
         return done(current, "updated")
     pending = pending_replacement(workloads, of=current)
-    if count > old_count:
+    if any(count > old.get(name, 0) for name, count in counts.items()):
         if pending is not None:
-            _set_count(pending, count)
+            _set_counts(pending, counts)
             _event(job, pending, "ScaledUp",
-                   f"Parallelism changed from {previous} to {wanted}: the waiting slice "
-                   f"{pending.name} now asks for {count} pod(s)", now=now)
+                   f"{change}: the waiting slice {pending.name} now asks for {total} pod(s)",
+                   now=now)
             return done(pending, "scale-up-updated")
-        new = _create_slice(job, current, count, now=now)
+        new = _create_slice(job, current, counts, now=now)
         _event(job, new, "ScaledUp",
-               f"Parallelism changed from {previous} to {wanted}: slice {new.name} asks for "
-               f"{count} pod(s) and replaces {current.name} once admitted; the job keeps "
-               f"running {old_count} pod(s) meanwhile", now=now)
+               f"{change}: slice {new.name} asks for {total} pod(s) and replaces "
+               f"{current.name} once admitted; the job keeps running {old_total} pod(s) "
+               "meanwhile", now=now)
         return done(new, "scale-up")
     if pending is not None:
         finish_slice(pending, REASON_OUT_OF_SYNC, OUT_OF_SYNC_MESSAGE, now=now)
-    if count < old_count:
-        _set_count(current, count)
+    if counts != old:
+        _set_counts(current, counts)
         _event(job, current, "ScaledDown",
-               f"Parallelism changed from {previous} to {wanted}: slice {current.name} "
-               f"shrank in place from {old_count} to {count} pod(s); their quota is free",
-               now=now)
+               f"{change}: slice {current.name} shrank in place from {old_total} to {total} "
+               "pod(s); their quota is free", now=now)
         assert current.cluster_queue_id is not None
         admission.on_quota_released(_domain(job),
                                     [current.cluster_queue_id], now=now)
@@ -322,13 +376,24 @@ def _ensure_slices(job: Job, workloads: list[Workload], current: Workload | None
     return done(current, "unchanged")
 
 
-def _set_count(wl: Workload, count: int) -> bool:
-    """Give the workload's (single) pod set ``count`` pods; pending workloads start their
-    flavor scan over, since their shape changed."""
-    pod_sets = [dict(ps) for ps in wl.pod_sets]
-    if not pod_sets or pod_sets[0].get("count") == count:
+def _with_counts(pod_sets: Iterable[dict[str, Any]], counts: Mapping[str, int]
+                 ) -> list[dict[str, Any]]:
+    result = []
+    for ps in pod_sets:
+        ps = dict(ps)
+        name = str(ps.get("name", jobframework.DEFAULT_POD_SET_NAME))
+        if name in counts:
+            ps["count"] = counts[name]
+        result.append(ps)
+    return result
+
+
+def _set_counts(wl: Workload, counts: Mapping[str, int]) -> bool:
+    """Give the workload's pod sets their new counts; pending workloads start their flavor
+    scan over, since their shape changed."""
+    pod_sets = _with_counts(wl.pod_sets or (), counts)
+    if pod_sets == wl.pod_sets:
         return False
-    pod_sets[0]["count"] = count
     wl.pod_sets = pod_sets
     fields = ["pod_sets", "resource_version", "updated_at"]
     if wl.phase == WorkloadPhase.PENDING:
@@ -338,7 +403,8 @@ def _set_count(wl: Workload, count: int) -> bool:
     return True
 
 
-def _create_slice(job: Job, old: Workload, count: int, *, now: datetime) -> Workload:
+def _create_slice(job: Job, old: Workload, counts: Mapping[str, int], *,
+                  now: datetime) -> Workload:
     """The scale-up slice: the job's workload at its new generation, replacing ``old``."""
     options: dict[str, Any] = settings.KUEUEWEB
     draft = jobframework.construct_workload(
@@ -351,8 +417,7 @@ def _create_slice(job: Job, old: Workload, count: int, *, now: datetime) -> Work
     annotations = dict(draft.annotations)
     annotations[jobframework.WORKLOAD_SLICE_NAME_ANNOTATION] = slice_name(old)
     annotations[WORKLOAD_SLICE_REPLACEMENT_FOR] = key_of(old)
-    pod_sets = [dict(ps) for ps in draft.pod_sets]
-    pod_sets[0]["count"] = count
+    pod_sets = _with_counts(draft.pod_sets, counts)
     new = save_new_workload(Workload(
         cluster_id=_domain(job),
         namespace=job.namespace,

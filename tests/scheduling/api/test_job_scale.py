@@ -374,7 +374,12 @@ def test_the_schema_describes_scale_and_patch(viewer_client: APIClient) -> None:
     assert scale["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/Job"}
     assert {"400", "403", "404", "409"} <= set(scale["responses"])
-    assert schema["components"]["schemas"]["JobScaleRequest"]["required"] == ["parallelism"]
+    # Either a Job's parallelism or the generic pod-set counts: neither is required alone.
+    scale_request = schema["components"]["schemas"]["JobScaleRequest"]
+    assert set(scale_request["properties"]) == {"parallelism", "podSets"}
+    assert "required" not in scale_request
+    assert set(schema["components"]["schemas"]["PodSetCountRequest"]["required"]) == {
+        "name", "count"}
 
     job_patch = paths["/api/v1/namespaces/{namespace}/jobs/{name}/"]["patch"]
     content = job_patch["requestBody"]["content"]

@@ -95,20 +95,3 @@ def test_remaining_execution_time_counts_past_admissions() -> None:
     assert lc.remaining_execution_seconds(100, 30, admitted_since=1000.0, now=1050.0) == 20.0
     assert lc.remaining_execution_seconds(100, 60, admitted_since=1000.0, now=1050.0) == -10.0
     assert lc.admitted_seconds(1000.0, 1042.7) == 42
-
-
-@pytest.mark.parametrize(
-    ("parallelism", "completions", "terminal", "reclaimable"),
-    [
-        (3, 3, 0, 0),
-        (3, 3, 1, 1),  # 2 still to run: one slot back
-        (3, 3, 3, 3),
-        (3, 10, 7, 0),  # 3 still to run with parallelism 3
-        (3, 10, 8, 1),
-        (1, 1, 1, 0),  # parallelism 1 never reclaims
-        (4, None, 2, 2),  # completions default to parallelism
-    ],
-)
-def test_job_reclaimable_pods(parallelism: int, completions: int | None, terminal: int,
-                              reclaimable: int) -> None:
-    assert lc.job_reclaimable_pods(parallelism, completions, terminal) == reclaimable

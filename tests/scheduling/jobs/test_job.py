@@ -77,6 +77,23 @@ def test_pods_count_is_min_of_parallelism_and_completions(
     assert batch_job.pods_count(spec) == want
 
 
+@pytest.mark.parametrize(
+    ("parallelism", "completions", "terminal", "reclaimable"),
+    [
+        (3, 3, 0, 0),
+        (3, 3, 1, 1),  # 2 still to run: one slot back
+        (3, 3, 3, 3),
+        (3, 10, 7, 0),  # 3 still to run with parallelism 3
+        (3, 10, 8, 1),
+        (1, 1, 1, 0),  # parallelism 1 never reclaims
+        (4, None, 2, 2),  # completions default to parallelism
+    ],
+)
+def test_reclaimable_pods_are_the_slots_no_pod_still_needs(parallelism: int, completions: int | None, terminal: int,
+                              reclaimable: int) -> None:
+    assert batch_job.reclaimable_pods(parallelism, completions, terminal) == reclaimable
+
+
 # --- Validation of the manifest (no database) -------------------------------------------------
 
 

@@ -211,7 +211,7 @@ def test_a_finished_job_is_disabled(operator_ui: Client, elastic_job: Job) -> No
         {"type": "Complete", "status": "True", "reason": "", "message": ""}]})
     body = operator_ui.get(job_page(elastic_job)).content.decode()
     assert 'id="control-scale" disabled' in body
-    assert slices.REASON_FINISHED in body
+    assert elastic.REFUSED_FINISHED.reason in body
     assert 'data-job-condition="Complete"' in body
 
 
