@@ -37,6 +37,9 @@ class JobReport:
     succeeded: int
     failed: int
     finished: tuple[str, str] | None = None
+    reclaimable_pods: tuple[tuple[str, int], ...] | None = None
+    """(pod set, count) pairs when the kind counts its reclaimable pods itself (Kueue's
+    ``ReclaimablePods``); ``None``: the Job's rule from the counts above."""
 
     @property
     def all_ready(self) -> bool:
@@ -50,6 +53,7 @@ class SimulatedPod(Protocol):
     """A pod of the simulated cluster, as a kind's simulated controller sees it."""
 
     name: str
+    pod_set: str
     phase: str
     ready: bool
     node_name: str
@@ -66,8 +70,10 @@ class SimulatedPods(Protocol):
     def all(self) -> list[SimulatedPod]:
         """Every pod of the job, oldest first."""
 
-    def create(self, count: int, *, gates: Sequence[str] = ()) -> list[SimulatedPod]:
-        """``count`` new pods of the job's (first) pod set, with the admission's placement."""
+    def create(self, count: int, *, gates: Sequence[str] = (),
+               pod_set: str | None = None) -> list[SimulatedPod]:
+        """``count`` new pods of ``pod_set`` (default: the job's first pod set), with the
+        admission's placement."""
 
     def delete(self, pods: Sequence[SimulatedPod], *, reason: str = "") -> None:
         """Delete ``pods``; with a ``reason``, an event per pod (``SuccessfulDelete``)."""
