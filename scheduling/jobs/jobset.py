@@ -401,17 +401,19 @@ class JobSet(GenericJob):
         infos: Sequence[PodSetInfo],
         gang_workload: str | None = None,
     ) -> dict[str, Any]:
-        """The JobSet to create on a cluster for an admitted workload. A gang Workload of the
-        cluster's scheduler has one pod group, which a JobSet's several pod sets do not fit:
-        ``gang_workload`` is not used."""
+        """The JobSet to create on a cluster for an admitted workload; with a
+        ``gang_workload``, each replicated job's pods are in its pod set's pod group."""
         metadata = manifest.get("metadata") or {}
         running, templates = self._templates(self.run_with_pod_sets_info(
             {"spec": dict(manifest.get("spec") or {})}, infos))
         spec: dict[str, Any] = running["spec"]
         spec.pop("managedBy", None)
-        for template in templates:
+        for template, rj in zip(templates, spec.get("replicatedJobs") or (), strict=True):
             template_meta = template.setdefault("metadata", {})
             template_meta["labels"] = {**(template_meta.get("labels") or {}), **pod_labels}
+            if gang_workload:
+                template.setdefault("spec", {})["workloadRef"] = {
+                    "name": gang_workload, "podGroup": pod_set_name(rj)}
         return {
             "apiVersion": self.api_version,
             "kind": self.kind,
