@@ -155,6 +155,12 @@ class GenericJob(ABC):
         """The object's pod templates with their field paths (what a grant checks)."""
         return []
 
+    def pod_priority_class(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The pod PriorityClass the object's templates name, with its field path: the
+        Workload's priority class when no WorkloadPriorityClass label gives one (Kueue's
+        ``PriorityClass``). ``None``: none is named, or the kind does not read it."""
+        return None
+
     # --- run and stop --------------------------------------------------------------------
 
     def is_suspended(self, manifest: Mapping[str, Any]) -> bool:

@@ -340,6 +340,14 @@ class JobSet(GenericJob):
         return [(job_spec(rj).get("template"), f"{REPLICATED_JOBS}[{i}].template.spec.template")
                 for i, rj in enumerate(replicated_jobs(manifest))]
 
+    def pod_priority_class(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The first replicated job's template that names a ``priorityClassName``."""
+        for template, path in self.pod_templates(manifest):
+            name = ((template or {}).get("spec") or {}).get("priorityClassName")
+            if isinstance(name, str) and name:
+                return name, f"{path}.spec.priorityClassName"
+        return None
+
     def _templates(self, manifest: Mapping[str, Any]) -> tuple[dict[str, Any],
                                                                  list[dict[str, Any]]]:
         """A deep copy of the object and its replicated jobs' pod templates, in order."""

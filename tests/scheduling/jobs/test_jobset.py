@@ -3,6 +3,7 @@ integration and the JobSet controller do it (``scheduling.jobs.jobset``)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -371,3 +372,30 @@ def test_jobset_is_registered_and_enabled_by_default(settings: Any) -> None:
         "jobset.x-k8s.io/v1alpha2", "JobSet")
     assert "jobset.x-k8s.io/jobset" in settings.KUEUEWEB["INTEGRATIONS_FRAMEWORKS"]
     assert (KIND.group, KIND.version, KIND.plural) == ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+
+
+@pytest.mark.django_db
+def test_priority_class_comes_from_the_label_else_the_first_template_naming_one(
+    manager: Cluster, user_queue: ClusterQueue,
+) -> None:
+    from scheduling import services
+    from scheduling.models import WorkloadPriorityClass
+
+    manifest = make_jobset(replicated("driver"), replicated("workers"), name="ranked")
+    manifest["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"][
+        "priorityClassName"] = "high-pods"
+    assert KIND.pod_priority_class(manifest) == (
+        "high-pods", "spec.replicatedJobs[1].template.spec.template.spec.priorityClassName")
+
+    from_template = Workload.objects.get(job=services.submit_job(manifest, namespace="default"))
+
+    assert (from_template.priority_class_name, from_template.priority_class_source,
+            from_template.priority) == ("high-pods", jobframework.POD_PRIORITY_CLASS_SOURCE, 0)
+
+    WorkloadPriorityClass.objects.create(cluster=manager, name="urgent", value=500)
+    labelled = copy.deepcopy(manifest)
+    labelled["metadata"]["name"] = "labelled"
+    labelled["metadata"]["labels"][jobframework.PRIORITY_CLASS_LABEL] = "urgent"
+    from_label = Workload.objects.get(job=services.submit_job(labelled, namespace="default"))
+
+    assert (from_label.priority_class_name, from_label.priority) == ("urgent", 500)
