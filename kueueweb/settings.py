@@ -358,8 +358,11 @@ KUEUEWEB: dict[str, Any] = {
     "REQUEUE_BACKOFF_LIMIT_COUNT": env_int("KUEUEWEB_REQUEUE_BACKOFF_LIMIT_COUNT", -1),
     "LABEL_KEYS_TO_COPY": env_list("KUEUEWEB_LABEL_KEYS_TO_COPY", []),
     # The job kinds accepted (Kueue's integrations.frameworks), by framework name; checked
-    # against the registered kinds (scheduling/jobs) at startup.
-    "INTEGRATIONS_FRAMEWORKS": env_list("KUEUEWEB_INTEGRATIONS_FRAMEWORKS", ["batch/job"]),
+    # against the registered kinds (scheduling/jobs) at startup. The default is what Kueue's
+    # shipped controller config enables of the kinds kueueweb has (its API default is Job
+    # alone).
+    "INTEGRATIONS_FRAMEWORKS": env_list("KUEUEWEB_INTEGRATIONS_FRAMEWORKS",
+                                        ["batch/job", "jobset.x-k8s.io/jobset"]),
     # MultiKueue.
     "MULTIKUEUE_ORIGIN": env_str("KUEUEWEB_MULTIKUEUE_ORIGIN", "multikueue"),
     "MULTIKUEUE_WORKER_LOST_TIMEOUT_SECONDS": env_int("KUEUEWEB_WORKER_LOST_TIMEOUT_SECONDS", 900),

@@ -169,6 +169,11 @@ def submit_job(
             request = jobframework.PriorityRequest(
                 jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
             path = jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
+            pod_class = None if class_name else integration.pod_priority_class(manifest)
+            if pod_class is not None:
+                request = jobframework.PriorityRequest(
+                    jobframework.POD_PRIORITY_CLASS_SOURCE, pod_class[0], None)
+                path = pod_class[1]
             priority = _resolve_priority(request, cluster=domain, path=path, explicit_path=path)
             job = Job(cluster=domain, namespace=namespace, api_version=integration.api_version,
                       kind=integration.kind,

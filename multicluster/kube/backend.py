@@ -151,6 +151,13 @@ class KubeBackend:
         answer: dict[str, Any] = self.kube.call(self.kube.versions.get_code)
         return answer
 
+    def serves(self, resource: tuple[str, str, str]) -> bool:
+        """The server serves the job kind (discovery: a custom resource exists only once
+        its CustomResourceDefinition is installed)."""
+        group, version, plural = resource
+        served = self.kube.served_resources(f"{group}/{version}" if group else version)
+        return served is not None and plural in served
+
     def can_list_jobs(self, resource: tuple[str, str, str] = BATCH_JOBS) -> None:
         """Raises unless this client may list the job kind in every namespace."""
         self.kube.call(self.kube.custom.list_cluster_custom_object, *resource, limit=1)

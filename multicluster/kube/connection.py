@@ -211,9 +211,11 @@ def probe_cluster(cluster_id: int, *, now: datetime) -> ProbeResult | None:
     try:
         backend.server_version()
         # The jobs are what the reconciler lists and watches: credentials that may not read
-        # every enabled kind make the cluster unusable, as a failed watch does in Kueue.
+        # every enabled kind make the cluster unusable, as a failed watch does in Kueue. A
+        # kind whose CRD is not installed is not: the cluster runs the other kinds, and a
+        # job of the missing kind waits with a warning until the CRD appears.
         for kind in job_kinds():
-            if kind.resource is not None:
+            if kind.resource is not None and backend.serves(kind.resource):
                 backend.can_list_jobs(kind.resource)
         try:
             nodes: list[dict[str, Any]] | None = [reduce_node(n) for n in backend.list_nodes()]

@@ -4,12 +4,15 @@ The remote job object is the kind's copy of the submitted manifest (its integrat
 ``remote_copy``: running, with the admission's placement, ``spec.managedBy`` cleared, as
 Kueue's MultiKueue adapters and ``RunWithPodSetsInfo`` prepare it), with the labels
 ``kueue.x-k8s.io/multikueue-origin`` and ``kueue.x-k8s.io/prebuilt-workload-name``. The origin
-label also goes on the pod templates, so the job's pods can be listed and watched by it.
+label also goes on every pod template, so the job's pods can be listed and watched by it,
+and so does ``kueue.x-k8s.io/job-uid`` (the job's uid, as on its Workload): a pod is
+attributed to its job by that label whatever the kind and however deep its controllers
+nest (a JobSet's pods belong to its child Jobs).
 
 Where the server serves the Kubernetes v1.35 Workload API (``scheduling.k8s.io/v1alpha1``),
-a ``Workload`` named after the job declares one gang pod group (``minCount`` = the pod count)
-and the pod template points at it (``spec.workloadRef``), so the cluster's scheduler binds the
-pods all or nothing.
+a ``Workload`` named after the job declares one gang pod group per pod set (``minCount`` =
+its admitted pod count) and each pod template points at its group (``spec.workloadRef``), so
+the cluster's scheduler binds each pod set's pods all or nothing.
 
 Watched objects are reduced to the few fields the reconciler reads (``reduce_*``), so the
 watch state kept in the cache stays small.
@@ -21,14 +24,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scheduling.jobframework import (
-    DEFAULT_POD_SET_NAME,
+    JOB_UID_LABEL,
     PREBUILT_WORKLOAD_LABEL,
     GenericJob,
     PodSetInfo,
 )
-
-# The Job controller's pod labels: how a watched pod names its job.
-from scheduling.jobs.job import JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL
 
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 GANG_API_GROUP = "scheduling.k8s.io"
@@ -49,6 +49,7 @@ def remote_object(
     namespace: str,
     origin: str,
     workload_name: str,
+    job_uid: str,
     infos: Sequence[PodSetInfo],
     gang_workload: str | None = None,
 ) -> dict[str, Any]:
@@ -56,15 +57,17 @@ def remote_object(
     return integration.remote_copy(
         manifest, namespace=namespace,
         labels={ORIGIN_LABEL: origin, PREBUILT_WORKLOAD_LABEL: workload_name},
-        pod_labels={ORIGIN_LABEL: origin}, infos=infos, gang_workload=gang_workload)
+        pod_labels={ORIGIN_LABEL: origin, JOB_UID_LABEL: job_uid}, infos=infos,
+        gang_workload=gang_workload)
 
 
 def gang_workload(
-    integration: GenericJob, *, namespace: str, job_name: str, origin: str, min_count: int,
-    job_uid: str | None = None, pod_set: str = DEFAULT_POD_SET_NAME,
+    integration: GenericJob, *, namespace: str, job_name: str, origin: str,
+    pod_groups: Mapping[str, int], job_uid: str | None = None,
 ) -> dict[str, Any]:
-    """The v1.35 ``scheduling.k8s.io/v1alpha1`` Workload of a job: one gang pod group. Owned
-    by the job (when its uid is known) so the cluster deletes it with the job."""
+    """The v1.35 ``scheduling.k8s.io/v1alpha1`` Workload of a job: one gang pod group per
+    pod set, ``pod_groups`` mapping its name to its ``minCount``. Owned by the job (when its
+    uid is known) so the cluster deletes it with the job."""
     metadata: dict[str, Any] = {"name": job_name, "namespace": namespace,
                                 "labels": {ORIGIN_LABEL: origin}}
     if job_uid:
@@ -80,7 +83,8 @@ def gang_workload(
         "spec": {
             "controllerRef": {"apiGroup": integration.group, "kind": integration.kind,
                               "name": job_name},
-            "podGroups": [{"name": pod_set, "policy": {"gang": {"minCount": int(min_count)}}}],
+            "podGroups": [{"name": name, "policy": {"gang": {"minCount": int(count)}}}
+                          for name, count in pod_groups.items()],
         },
     }
 
@@ -97,6 +101,9 @@ def object_key(obj: Mapping[str, Any]) -> str:
 
 
 def reduce_job(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A job object of any kind: its identity, whether it is suspended, its spec's
+    top-level scalar fields (what a kind's scale patch sets, such as a Job's
+    ``parallelism``; templates and lists are left out) and its whole status."""
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     labels = metadata.get("labels") or {}
@@ -106,8 +113,8 @@ def reduce_job(obj: Mapping[str, Any]) -> dict[str, Any]:
         "uid": metadata.get("uid", ""),
         "workload": labels.get(PREBUILT_WORKLOAD_LABEL, ""),
         "suspend": bool(spec.get("suspend", False)),
-        "parallelism": spec.get("parallelism"),
-        "completions": spec.get("completions"),
+        "spec": {key: value for key, value in spec.items()
+                 if isinstance(value, (bool, int, float, str))},
         "deleting": bool(metadata.get("deletionTimestamp")),
         "status": dict(obj.get("status") or {}),
     }
@@ -122,14 +129,10 @@ def reduce_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     metadata = obj.get("metadata") or {}
     labels = metadata.get("labels") or {}
     status = obj.get("status") or {}
-    job = labels.get(JOB_NAME_LABEL) or labels.get(LEGACY_JOB_NAME_LABEL) or ""
-    if not job:
-        job = next((ref.get("name", "") for ref in metadata.get("ownerReferences") or ()
-                    if ref.get("kind") == "Job"), "")
     return {
         "namespace": metadata.get("namespace", ""),
         "name": metadata.get("name", ""),
-        "job": job,
+        "job_uid": labels.get(JOB_UID_LABEL, ""),
         "phase": status.get("phase", "Pending"),
         "ready": _pod_ready(status),
         "deleting": bool(metadata.get("deletionTimestamp")),

@@ -214,6 +214,8 @@ class _Pass:
         # The cluster's job objects of ours, by watch kind name and "namespace/name".
         self.remote: dict[tuple[str, str], dict[str, Any]] = {}
         self.kinds = {kind.name: kind for kind in job_kinds()}
+        # The enabled kinds the cluster does not serve (their CRD is not installed).
+        self.unserved: set[str] = set()
         self.active_pods: Counter[str] = Counter()
         self.ready_pods: Counter[str] = Counter()
         self._gang: bool | None = None
@@ -233,12 +235,15 @@ class _Pass:
 
     def observe(self) -> None:
         for kind in self.kinds.values():
+            if kind.resource is not None and not self.backend.serves(kind.resource):
+                self.unserved.add(kind.name)
+                continue
             state = self._refresh(kind)
             self.remote.update(((kind.name, key), obj) for key, obj in state.objects.items())
         pods_state = self._refresh(PODS)
         for pod in pods_state.objects.values():
-            key = f"{pod.get('namespace')}/{pod.get('job')}"
-            if pod_is_active(pod):
+            key = str(pod.get("job_uid") or "")
+            if key and pod_is_active(pod):
                 self.active_pods[key] += 1
                 self.ready_pods[key] += int(bool(pod.get("ready")))
 
@@ -339,12 +344,11 @@ class _Pass:
             return False
         integration = reconciler.integration_of(job)
         elastic_job = reconciler.is_elastic(job)
-        count = reconciler.admitted_pods(wl, elastic_job=elastic_job)
+        infos = reconciler.pod_set_infos(self.cluster.pk, wl, elastic_job=elastic_job)
         gang = self._gang_supported()
         body = remote_object(
             integration, job.manifest, namespace=job.namespace, origin=origin(),
-            workload_name=wl.name,
-            infos=reconciler.pod_set_infos(self.cluster.pk, wl, elastic_job=elastic_job),
+            workload_name=wl.name, job_uid=str(job.uid), infos=infos,
             gang_workload=job.name if gang else None)
         if self.cluster.create_namespaces:
             self.backend.ensure_namespace(job.namespace)
@@ -362,7 +366,8 @@ class _Pass:
         if gang:
             self.backend.create_gang_workload(gang_workload(
                 integration, namespace=job.namespace, job_name=job.name, origin=origin(),
-                min_count=count, job_uid=(created.get("metadata") or {}).get("uid")))
+                pod_groups={info.name: info.count for info in infos},
+                job_uid=(created.get("metadata") or {}).get("uid")))
         return True
 
     @staticmethod
@@ -408,6 +413,14 @@ class _Pass:
         logger.warning("cluster %s: %s", self.cluster.name, message)
 
     def _start(self, job: Job, wl: Workload) -> None:
+        kind = self._key(job)[0]
+        if kind in self.unserved:
+            integration = reconciler.integration_of(job)
+            self._warn(wl, "FailedCreate", f"Cluster {self.cluster.name} does not serve "
+                       f"{integration.plural}.{integration.group}/{integration.version}: the "
+                       f"CustomResourceDefinition of {integration.kind} is not installed; the "
+                       "job starts once it is")
+            return
         if not self._create_remote(job, wl):
             return
         reconciler.mark_started(job, wl, now=self.now, events=self.events,
@@ -445,15 +458,21 @@ class _Pass:
                 # Admitted, so the job runs (Kueue's job reconciler unsuspends it).
                 self.backend.patch_job(job.namespace, job.name, {"spec": {"suspend": False}},
                                        resource=resource)
-            if elastic_job and remote.get("parallelism") != wanted:
+            if elastic_job:
                 # The kind's scale of an empty object is the merge patch of its counts.
                 infos = reconciler.pod_set_infos(self.cluster.pk, wl, elastic_job=True)
                 patch = integration.scale({}, {info.name: info.count for info in infos})
-                self.backend.patch_job(job.namespace, job.name, patch, resource=resource)
-                self.events.append(lifecycle.workload_event(
-                    wl, "Scaled", f"Parallelism {remote.get('parallelism')} -> {wanted} on "
-                    f"cluster {self.cluster.name}", now=self.now, kind=job.kind))
-                self.outcome.scaled.append(key)
+                current = remote.get("spec") or {}
+                changed = {k: v for k, v in (patch.get("spec") or {}).items()
+                           if current.get(k) != v}
+                if changed:
+                    self.backend.patch_job(job.namespace, job.name, patch, resource=resource)
+                    change = ", ".join(f"{k} {current.get(k)} -> {v}"
+                                       for k, v in changed.items())
+                    self.events.append(lifecycle.workload_event(
+                        wl, "Scaled", f"{change[:1].upper()}{change[1:]} on cluster "
+                        f"{self.cluster.name}", now=self.now, kind=job.kind))
+                    self.outcome.scaled.append(key)
         self._report(job, wl, remote, wanted=wanted)
 
     def _report(self, job: Job, wl: Workload, remote: Mapping[str, Any], *, wanted: int) -> None:
@@ -463,7 +482,7 @@ class _Pass:
             job.status = status
             job.save(update_fields=["status", "resource_version", "updated_at"])
         report = reconciler.integration_of(job).report(
-            job.manifest, status, wanted=wanted, ready_pods=self.ready_pods[key])
+            job.manifest, status, wanted=wanted, ready_pods=self.ready_pods[str(job.uid)])
         finished = report.finished
         if not lifecycle.sync_job_status(wl, report, now=self.now, events=self.events):
             return
@@ -528,7 +547,7 @@ class _Pass:
                     remote = None
             if remote is not None:
                 status = remote.get("status") or {}
-                active = max(int(status.get("active", 0) or 0), self.active_pods[key])
+                active = max(int(status.get("active", 0) or 0), self.active_pods[str(job.uid)])
                 if active > 0:
                     self.outcome.stopping.append(key)
                     return

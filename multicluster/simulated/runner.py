@@ -426,18 +426,23 @@ class _JobPods:
         self.cluster, self.job, self.wl = cluster, job, wl
         self.pods = pods
         self.now, self.events = now, events
-        self._info: jobframework.PodSetInfo | None = None
+        self._infos: dict[str, jobframework.PodSetInfo] | None = None
 
     def all(self) -> list[jobframework.SimulatedPod]:
         return list(self.pods)
 
-    def create(self, count: int, *, gates: Sequence[str] = ()) -> list[jobframework.SimulatedPod]:
-        if self._info is None:
+    def create(self, count: int, *, gates: Sequence[str] = (),
+               pod_set: str | None = None) -> list[jobframework.SimulatedPod]:
+        if self._infos is None:
             infos = reconciler.pod_set_infos(self.cluster.pk, self.wl, elastic_job=False)
-            self._info = infos[0] if infos else jobframework.PodSetInfo("main", 0)
-        pod_set = self.wl.pod_sets[0] if self.wl.pod_sets else {"name": "main"}
-        created = _create_pods(self.cluster, self.job, self.wl, pod_set, count, group=None,
-                               info=self._info, now=self.now, gates=gates)
+            self._infos = {info.name: info for info in infos}
+        pod_sets = self.wl.pod_sets or [{"name": "main"}]
+        chosen = next((ps for ps in pod_sets if ps.get("name", "main") == pod_set),
+                      pod_sets[0])
+        name = chosen.get("name", "main")
+        info = self._infos.get(name) or jobframework.PodSetInfo(name, 0)
+        created = _create_pods(self.cluster, self.job, self.wl, chosen, count, group=None,
+                               info=info, now=self.now, gates=gates)
         self.pods.extend(created)
         return list(created)
 

@@ -72,6 +72,7 @@ class SimulatedPod(Protocol):
     """A pod of the simulated cluster, as a kind's simulated controller sees it."""
 
     name: str
+    pod_set: str
     phase: str
     ready: bool
     node_name: str
@@ -88,8 +89,10 @@ class SimulatedPods(Protocol):
     def all(self) -> list[SimulatedPod]:
         """Every pod of the job, oldest first."""
 
-    def create(self, count: int, *, gates: Sequence[str] = ()) -> list[SimulatedPod]:
-        """``count`` new pods of the job's (first) pod set, with the admission's placement."""
+    def create(self, count: int, *, gates: Sequence[str] = (),
+               pod_set: str | None = None) -> list[SimulatedPod]:
+        """``count`` new pods of ``pod_set`` (default: the job's first pod set), with the
+        admission's placement."""
 
     def delete(self, pods: Sequence[SimulatedPod], *, reason: str = "") -> None:
         """Delete ``pods``; with a ``reason``, an event per pod (``SuccessfulDelete``)."""
@@ -170,6 +173,12 @@ class GenericJob(ABC):
     def pod_templates(self, manifest: Mapping[str, Any]) -> list[tuple[Any, str]]:
         """The object's pod templates with their field paths (what a grant checks)."""
         return []
+
+    def pod_priority_class(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The pod PriorityClass the object's templates name, with its field path: the
+        Workload's priority class when no WorkloadPriorityClass label gives one (Kueue's
+        ``PriorityClass``). ``None``: none is named, or the kind does not read it."""
+        return None
 
     # --- run and stop --------------------------------------------------------------------
 

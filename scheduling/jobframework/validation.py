@@ -58,6 +58,21 @@ def dns_label_message(value: str) -> str | None:
             "character, and be at most 63 characters")
 
 
+def unique_label_name(name: Any, path: str, seen: set[str], errors: list[FieldError], *,
+                      what: str = "value") -> None:
+    """The ``name`` of a list item (a container, a replicated job): required, an RFC 1123
+    label, and not one of ``seen`` (to which it is added)."""
+    if not isinstance(name, str) or not name:
+        errors.append(FieldError(path, "is required"))
+        return
+    message = dns_label_message(name)
+    if message is not None:
+        errors.append(FieldError(path, message))
+    elif name in seen:
+        errors.append(FieldError(path, f"duplicate {what} {name!r}"))
+    seen.add(name)
+
+
 def int_value(
     value: Any, path: str, errors: list[FieldError], *, minimum: int | None = None
 ) -> int | None:
@@ -180,16 +195,8 @@ def _validate_containers(
             if not isinstance(container, Mapping):
                 errors.append(FieldError(cpath, "must be an object"))
                 continue
-            name = container.get("name")
-            if not isinstance(name, str) or not name:
-                errors.append(FieldError(f"{cpath}.name", "is required"))
-            else:
-                message = dns_label_message(name)
-                if message is not None:
-                    errors.append(FieldError(f"{cpath}.name", message))
-                elif name in seen:
-                    errors.append(FieldError(f"{cpath}.name", f"duplicate container name {name!r}"))
-                seen.add(name)
+            unique_label_name(container.get("name"), f"{cpath}.name", seen, errors,
+                              what="container name")
             if for_job and not (isinstance(container.get("image"), str) and container["image"]):
                 errors.append(FieldError(f"{cpath}.image", "is required"))
             restart_policy = container.get("restartPolicy")

@@ -5,5 +5,7 @@ from __future__ import annotations
 
 from scheduling.jobframework.registry import register
 from scheduling.jobs.job import BatchJob
+from scheduling.jobs.jobset import JobSet
 
 register(BatchJob())
+register(JobSet())

@@ -140,22 +140,9 @@ def validate_job_manifest(
     if not isinstance(spec, Mapping):
         errors.append(FieldError("spec", "is required" if spec is None else "must be an object"))
         return errors
-    counts_valid = True
-    for key in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds",
-                "ttlSecondsAfterFinished"):
-        if spec.get(key) is not None:
-            minimum = 1 if key == "activeDeadlineSeconds" else 0
-            if int_value(spec[key], f"spec.{key}", errors, minimum=minimum) is None:
-                counts_valid = counts_valid and key not in ("parallelism", "completions")
+    spec_errors, counts_valid = validate_job_spec(spec)
+    errors.extend(spec_errors)
     completion_mode = spec.get("completionMode", "NonIndexed")
-    if completion_mode not in _COMPLETION_MODES:
-        errors.append(FieldError("spec.completionMode", f"unsupported value {completion_mode!r}: "
-                                 'supported values: "NonIndexed", "Indexed"'))
-    elif completion_mode == "Indexed" and spec.get("completions") is None:
-        errors.append(FieldError("spec.completions", "is required when completionMode is Indexed"))
-    if spec.get("suspend") is not None and not isinstance(spec["suspend"], bool):
-        errors.append(FieldError("spec.suspend", "must be a boolean"))
-    errors.extend(_validate_template(spec.get("template")))
 
     # Kueue's Job webhook (ValidateJobOnCreate, validatePartialAdmissionCreate, ...).
     errors.extend(validate_kueue_labels(labels))
@@ -165,14 +152,40 @@ def validate_job_manifest(
     return errors
 
 
-def _validate_template(template: Any) -> list[FieldError]:
-    errors = validate_pod_template(template, "spec.template", for_job=True)
+def validate_job_spec(spec: Mapping[str, Any], path: str = "spec"
+                      ) -> tuple[list[FieldError], bool]:
+    """Kubernetes' rules for a Job spec at ``path`` (a Job's ``spec``, or a JobSet's
+    replicated job ``template.spec``), and whether its counts are integers."""
+    errors: list[FieldError] = []
+    counts_valid = True
+    for key in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds",
+                "ttlSecondsAfterFinished"):
+        if spec.get(key) is not None:
+            minimum = 1 if key == "activeDeadlineSeconds" else 0
+            if int_value(spec[key], f"{path}.{key}", errors, minimum=minimum) is None:
+                counts_valid = counts_valid and key not in ("parallelism", "completions")
+    completion_mode = spec.get("completionMode", "NonIndexed")
+    if completion_mode not in _COMPLETION_MODES:
+        errors.append(FieldError(f"{path}.completionMode", f"unsupported value "
+                                 f"{completion_mode!r}: supported values: \"NonIndexed\", "
+                                 '"Indexed"'))
+    elif completion_mode == "Indexed" and spec.get("completions") is None:
+        errors.append(FieldError(f"{path}.completions",
+                                 "is required when completionMode is Indexed"))
+    if spec.get("suspend") is not None and not isinstance(spec["suspend"], bool):
+        errors.append(FieldError(f"{path}.suspend", "must be a boolean"))
+    errors.extend(_validate_template(spec.get("template"), f"{path}.template"))
+    return errors, counts_valid
+
+
+def _validate_template(template: Any, path: str) -> list[FieldError]:
+    errors = validate_pod_template(template, path, for_job=True)
     spec = template.get("spec") if isinstance(template, Mapping) else None
     if isinstance(spec, Mapping):
         # Kubernetes defaults restartPolicy to Always, which a Job refuses.
         restart_policy = spec.get("restartPolicy", "Always")
         if restart_policy not in _RESTART_POLICIES:
-            errors.append(FieldError("spec.template.spec.restartPolicy",
+            errors.append(FieldError(f"{path}.spec.restartPolicy",
                                      f"unsupported value {restart_policy!r}: supported values: "
                                      '"OnFailure", "Never"'))
     return errors

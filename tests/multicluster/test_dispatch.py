@@ -359,3 +359,59 @@ def test_a_hub_queue_with_an_unusable_or_misused_multikueue_check_admits_nothing
     assert snapshots.load_domain_specs(hub.pk).inactive == {}
     admission.run_admission_cycle(hub.pk, now=at(t0, 3))
     assert hub_workload().phase == WorkloadPhase.QUOTA_RESERVED
+
+
+def test_a_jobset_runs_on_the_winner_and_finishes_on_the_hub(hub: Cluster, t0: datetime) -> None:
+    from scheduling import services
+    from scheduling.jobs.jobset import JobSet
+
+    everything = Everything()
+    Job.objects.all().delete()
+    container = {"name": "c", "image": "busybox", "command": ["sleep", "20"],
+                 "resources": {"requests": {"cpu": "1", "memory": "100Mi"}}}
+    manifest = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "fanout",
+                     "labels": {"kueue.x-k8s.io/queue-name": "multikueue-queue"}},
+        "spec": {"managedBy": "kueue.x-k8s.io/multikueue", "replicatedJobs": [
+            {"name": "driver", "template": {"spec": {"template": {"spec": {
+                "containers": [container]}}}}},
+            {"name": "workers", "replicas": 2, "template": {"spec": {"template": {"spec": {
+                "containers": [container]}}}}},
+        ]},
+    }
+    job = services.submit_job(manifest, namespace="research", cluster=hub)
+
+    everything.step(t0)
+
+    (wl,) = Workload.objects.filter(job=job)
+    winner = Cluster.objects.get(name=wl.cluster_name)
+    remote_job = Job.objects.get(cluster=winner)
+    assert (remote_job.kind, remote_job.name) == ("JobSet", "fanout")
+    assert "managedBy" not in remote_job.manifest["spec"]
+    remote_wl = Workload.objects.get(cluster=winner)
+    assert [(ps["name"], ps["count"]) for ps in remote_wl.pod_sets] == [
+        ("driver", 1), ("workers", 2)]
+    everything.step(at(t0, 3))
+    assert sorted(Pod.objects.filter(cluster=winner).values_list("pod_set", flat=True)) == [
+        "driver", "workers", "workers"]
+    assert not Pod.objects.filter(cluster=hub).exists()
+
+    everything.step(at(t0, 6))
+    wl.refresh_from_db()
+    assert cond.is_true(wl.conditions, "PodsReady")
+    job.refresh_from_db()
+    assert [(s["name"], s["ready"]) for s in job.status["replicatedJobsStatus"]] == [
+        ("driver", 1), ("workers", 2)]
+
+    everything.step(at(t0, 30))
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.FINISHED
+    finished = cond.find(wl.conditions, "Finished")
+    assert finished is not None
+    assert (finished["reason"], finished["message"]) == (
+        "Succeeded", "jobset completed successfully")
+    job.refresh_from_db()
+    assert JobSet().finished(job.status) == ("Succeeded", "jobset completed successfully")
+    everything.step(at(t0, 31))
+    assert not Job.objects.filter(cluster=winner).exists()

@@ -6,6 +6,7 @@ server, or a real cluster when KUEUEWEB_TEST_KUBECONFIG is set)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,9 @@ def documents(path: str) -> list[Any]:
     return [d for d in yaml.safe_load_all((EXAMPLES / path).read_text()) if d]
 
 
-def test_sample_job_on_the_hub_runs_on_a_kubernetes_worker(
-    kube_api: Any, manager: Cluster, admin_client_api: APIClient,
-) -> None:
+def connect_worker(kube_api: Any, manager: Cluster, admin_client_api: APIClient) -> Cluster:
+    """Kueue's MultiKueue setup on the hub, its worker connected to ``kube_api`` through the
+    clusters API, and the worker's own queues."""
     kube_api.require_fake()
     apply_manifests(documents("examples/multikueue/multikueue-setup.yaml"),
                     cluster=manager.name)
@@ -52,8 +53,7 @@ def test_sample_job_on_the_hub_runs_on_a_kubernetes_worker(
     shown = response.json()["spec"]["connection"]
     assert "kubeconfig" not in shown  # the kubeconfig never leaves the server
     assert shown["hasKubeconfig"] is True
-    now = timezone.now().replace(microsecond=0)
-    connection.probe_cluster(worker.pk, now=now)
+    connection.probe_cluster(worker.pk, now=timezone.now().replace(microsecond=0))
     worker.refresh_from_db()
     active = cond.find(worker.conditions, "Active")
     assert active is not None
@@ -62,13 +62,19 @@ def test_sample_job_on_the_hub_runs_on_a_kubernetes_worker(
     # The worker's own Kueue setup: its queues live in its scheduling domain.
     apply_manifests(documents("examples/admin/single-clusterqueue-setup.yaml"),
                     cluster=worker.name)
+    return worker
 
+
+def submit_example(manager: Cluster, admin_client_api: APIClient, path: str) -> Job:
     response = admin_client_api.post("/api/v1/namespaces/default/jobs",
-                                     data=(EXAMPLES / "jobs/sample-job.yaml").read_text(),
+                                     data=(EXAMPLES / path).read_text(),
                                      content_type="application/yaml")
     assert response.status_code == 201, response.content
-    job = Job.objects.get(cluster=manager, name=response.json()["metadata"]["name"])
+    return Job.objects.get(cluster=manager, name=response.json()["metadata"]["name"])
 
+
+def stepper(kube_api: Any, manager: Cluster, worker: Cluster) -> Callable[[Any], None]:
+    """One round of the hub, the worker and the worker's controllers at a time."""
     def step(at: Any) -> None:
         for cluster_id in (manager.pk, worker.pk):
             lifecycle.run_lifecycle(cluster_id, now=at, rng=random.Random(0))
@@ -76,8 +82,20 @@ def test_sample_job_on_the_hub_runs_on_a_kubernetes_worker(
         dispatch.sync_dispatch(manager.pk, now=at)
         sync.sync_kube_cluster(worker.pk, now=at)
         kube_api.run_job_controller()
+        if any(r.plural == "jobsets" for r in kube_api.resources):
+            kube_api.run_jobset_controller()
         sync.sync_kube_cluster(worker.pk, now=at)
         dispatch.sync_dispatch(manager.pk, now=at)
+    return step
+
+
+def test_sample_job_on_the_hub_runs_on_a_kubernetes_worker(
+    kube_api: Any, manager: Cluster, admin_client_api: APIClient,
+) -> None:
+    worker = connect_worker(kube_api, manager, admin_client_api)
+    job = submit_example(manager, admin_client_api, "jobs/sample-job.yaml")
+    step = stepper(kube_api, manager, worker)
+    now = timezone.now().replace(microsecond=0)
 
     for second in range(4):
         step(now + timedelta(seconds=second))
@@ -103,3 +121,38 @@ def test_sample_job_on_the_hub_runs_on_a_kubernetes_worker(
     job.refresh_from_db()
     assert any(c.get("type") == "Complete" and c.get("status") == "True"
                for c in job.status.get("conditions", ()))
+
+
+def test_sample_jobset_on_the_hub_runs_on_a_kubernetes_worker(
+    kube_api: Any, manager: Cluster, admin_client_api: APIClient,
+) -> None:
+    kube_api.require_fake()
+    kube_api.install_jobset_crd()
+    worker = connect_worker(kube_api, manager, admin_client_api)
+    job = submit_example(manager, admin_client_api, "jobs/sample-jobset.yaml")
+    step = stepper(kube_api, manager, worker)
+    now = timezone.now().replace(microsecond=0)
+
+    for second in range(4):
+        step(now + timedelta(seconds=second))
+
+    hub = Workload.objects.get(job=job)
+    assert (hub.cluster_name, hub.phase) == (worker.name, WorkloadPhase.ADMITTED)
+    assert cond.is_true(hub.conditions, "PodsReady")
+    remote = kube_api.get("jobsets", "default", job.name)
+    assert remote is not None
+    assert remote["spec"]["suspend"] is False
+    assert "managedBy" not in remote["spec"]
+    assert len(kube_api.objects("pods", "default")) == 2
+
+    kube_api.complete_jobset("default", job.name)
+    for second in range(4, 8):
+        step(now + timedelta(seconds=second))
+
+    hub.refresh_from_db()
+    assert hub.phase == WorkloadPhase.FINISHED
+    finished = cond.find(hub.conditions, "Finished")
+    assert finished is not None
+    assert (finished["reason"], finished["message"]) == (
+        "Succeeded", "jobset completed successfully")
+    assert kube_api.get("jobsets", "default", job.name) is None

@@ -37,6 +37,11 @@ QUIET = {"quiet_seconds": 0.25, "max_seconds": 3.0}
 JOBS = job_kind("batch", "v1", "jobs")
 
 
+def job_uid(name: str) -> str:
+    """The uid of the local job ``name`` (the label its remote pods are attributed by)."""
+    return f"uid-of-{name}"
+
+
 def remote_job(manifest: dict[str, Any], *, namespace: str, origin: str, workload_name: str,
                parallelism: int, node_labels: dict[str, str] | None = None,
                tolerations: list[dict[str, Any]] | None = None,
@@ -46,7 +51,9 @@ def remote_job(manifest: dict[str, Any], *, namespace: str, origin: str, workloa
     info = PodSetInfo("main", parallelism, dict(node_labels or {}), list(tolerations or []),
                       {PODSET_LABEL: "main"})
     return remote_object(BatchJob(), manifest, namespace=namespace, origin=origin,
-                         workload_name=workload_name, infos=[info], gang_workload=gang_workload)
+                         workload_name=workload_name,
+                         job_uid=job_uid(manifest["metadata"]["name"]),
+                         infos=[info], gang_workload=gang_workload)
 
 
 @pytest.fixture
@@ -260,7 +267,8 @@ def test_the_gang_workload_is_created_where_the_workload_api_is_served(
         submitted("gang", parallelism=3), namespace=kube_api.namespace, origin=ORIGIN,
         workload_name="w", parallelism=3, gang_workload="gang"))
     backend.create_gang_workload(gang_workload(
-        BatchJob(), namespace=kube_api.namespace, job_name="gang", origin=ORIGIN, min_count=3,
+        BatchJob(), namespace=kube_api.namespace, job_name="gang", origin=ORIGIN,
+        pod_groups={"main": 3},
         job_uid=created["metadata"]["uid"]))
 
     job = backend.get_job(kube_api.namespace, "gang")
@@ -295,7 +303,8 @@ def test_the_gang_workload_follows_discovery_on_a_real_cluster(
         pytest.skip("the cluster does not serve scheduling.k8s.io/v1alpha1 workloads")
     created = create(backend, kube_api.namespace, "gang-real", parallelism=2)
     backend.create_gang_workload(gang_workload(
-        BatchJob(), namespace=kube_api.namespace, job_name="gang-real", origin=ORIGIN, min_count=2,
+        BatchJob(), namespace=kube_api.namespace, job_name="gang-real", origin=ORIGIN,
+        pod_groups={"main": 2},
         job_uid=created["metadata"]["uid"]))
 
     found = backend.get_gang_workload(kube_api.namespace, "gang-real")
@@ -434,7 +443,7 @@ def test_a_bookmark_moves_the_version_without_an_event(kube_api: Any,
     assert state.resource_version == str(kube_api.resource_version)
 
 
-def test_pods_are_reduced_to_their_job_phase_and_readiness(kube_api: Any,
+def test_pods_are_reduced_to_their_job_uid_phase_and_readiness(kube_api: Any,
                                                           backend: KubeBackend) -> None:
     kube_api.require_fake()
     create(backend, kube_api.namespace, "p", parallelism=2)
@@ -445,8 +454,9 @@ def test_pods_are_reduced_to_their_job_phase_and_readiness(kube_api: Any,
 
     backend.refresh(PODS, state, label_selector=SELECTOR, **QUIET)
 
-    pods = {o["name"]: (o["job"], o["phase"], o["ready"]) for o in state.objects.values()}
-    assert pods == {running: ("p", "Running", True), waiting: ("p", "Pending", False)}
+    pods = {o["name"]: (o["job_uid"], o["phase"], o["ready"]) for o in state.objects.values()}
+    assert pods == {running: (job_uid("p"), "Running", True),
+                    waiting: (job_uid("p"), "Pending", False)}
 
 
 def test_nodes_are_listed_and_watched(kube_api: Any, backend: KubeBackend) -> None:
@@ -469,10 +479,11 @@ def test_a_reduced_job_keeps_what_the_reconciler_reads() -> None:
     job = {"metadata": {"name": "j", "namespace": "ns", "uid": "u",
                         "labels": {PREBUILT_WORKLOAD_LABEL: "wl"},
                         "deletionTimestamp": "2026-01-01T00:00:00Z"},
-           "spec": {"suspend": True, "parallelism": 3, "completions": 6},
+           "spec": {"suspend": True, "parallelism": 3, "completions": 6,
+                    "template": {"spec": {"containers": []}}},
            "status": {"active": 2, "ready": 1}}
 
     assert reduce_job(job) == {
         "namespace": "ns", "name": "j", "uid": "u", "workload": "wl", "suspend": True,
-        "parallelism": 3, "completions": 6, "deleting": True,
+        "spec": {"suspend": True, "parallelism": 3, "completions": 6}, "deleting": True,
         "status": {"active": 2, "ready": 1}}
