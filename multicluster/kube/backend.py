@@ -13,6 +13,7 @@ the last version seen, and ``410 Gone`` (the version is too old) means a fresh l
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -97,9 +98,13 @@ PODS = WatchKind("pods", reduce_pod)
 NODES = WatchKind("nodes", reduce_node)
 
 
-def job_kind(group: str, version: str, plural: str) -> WatchKind:
-    """The watch of a job kind (a registered integration's group, version and plural)."""
-    return WatchKind(f"{plural}.{group}", reduce_job, tombstones=True,
+def job_kind(group: str, version: str, plural: str,
+             is_suspended: Callable[[Mapping[str, Any]], bool] | None = None) -> WatchKind:
+    """The watch of a job kind (a registered integration's group, version and plural, and
+    how it says it is suspended)."""
+    return WatchKind(f"{plural}.{group}", functools.partial(reduce_job,
+                                                            is_suspended=is_suspended),
+                     tombstones=True,
                      resource=(group, version, plural))
 
 
@@ -239,9 +244,12 @@ class KubeBackend:
         return patched
 
     def suspend_job(self, namespace: str, name: str, *,
-                    resource: tuple[str, str, str] = BATCH_JOBS) -> dict[str, Any] | None:
-        """``spec.suspend = true``: the kind's controller deletes the job's active pods."""
-        return self.patch_job(namespace, name, {"spec": {"suspend": True}}, resource=resource)
+                    resource: tuple[str, str, str] = BATCH_JOBS,
+                    patch: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """Suspend the job (``patch``, the kind's merge patch that suspends it; default
+        ``spec.suspend = true``): the kind's controller deletes the job's active pods."""
+        return self.patch_job(namespace, name, patch or {"spec": {"suspend": True}},
+                              resource=resource)
 
     def delete_job(self, namespace: str, name: str, *,
                    resource: tuple[str, str, str] = BATCH_JOBS) -> bool:

@@ -14,7 +14,8 @@ from scheduling.jobframework import GenericJob, registry
 
 def watch_kind(integration: GenericJob) -> WatchKind:
     """The watch of a job kind on the cluster."""
-    return job_kind(integration.group, integration.version, integration.plural)
+    return job_kind(integration.group, integration.version, integration.plural,
+                    integration.is_suspended)
 
 
 def resource(integration: GenericJob) -> tuple[str, str, str]:

@@ -20,7 +20,7 @@ watch state kept in the cache stays small.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduling.jobframework import (
@@ -100,19 +100,24 @@ def object_key(obj: Mapping[str, Any]) -> str:
     return f"{namespace}/{metadata.get('name')}" if namespace else str(metadata.get("name"))
 
 
-def reduce_job(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A job object of any kind: its identity, whether it is suspended, its spec's
-    top-level scalar fields (what a kind's scale patch sets, such as a Job's
-    ``parallelism``; templates and lists are left out) and its whole status."""
+def reduce_job(obj: Mapping[str, Any],
+               is_suspended: Callable[[Mapping[str, Any]], bool] | None = None
+               ) -> dict[str, Any]:
+    """A job object of any kind: its identity, whether it is suspended (the kind's
+    ``is_suspended``; ``spec.suspend`` by default), its spec's top-level scalar fields (what
+    a kind's scale patch sets, such as a Job's ``parallelism``; templates and lists are left
+    out) and its whole status."""
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
+    suspended = (is_suspended(obj) if is_suspended is not None
+                 else bool(spec.get("suspend", False)))
     labels = metadata.get("labels") or {}
     return {
         "namespace": metadata.get("namespace", ""),
         "name": metadata.get("name", ""),
         "uid": metadata.get("uid", ""),
         "workload": labels.get(PREBUILT_WORKLOAD_LABEL, ""),
-        "suspend": bool(spec.get("suspend", False)),
+        "suspend": suspended,
         "spec": {key: value for key, value in spec.items()
                  if isinstance(value, (bool, int, float, str))},
         "deleting": bool(metadata.get("deletionTimestamp")),

@@ -380,7 +380,7 @@ class _Pass:
         existing = self.backend.get_job(job.namespace, job.name, resource=self._resource(job))
         if existing is None:
             return None
-        found = reduce_job(existing)
+        found = reduce_job(existing, reconciler.integration_of(job).is_suspended)
         names = {w.name for w in job.workloads.all()}
         labels = (existing.get("metadata") or {}).get("labels") or {}
         if labels.get(ORIGIN_LABEL) != origin():
@@ -448,7 +448,7 @@ class _Pass:
                         kind=job.kind))
                     self.outcome.started.append(key)
                 return
-            remote = reduce_job(fetched)
+            remote = reduce_job(fetched, integration.is_suspended)
         if remote.get("deleting"):
             return
         elastic_job = reconciler.is_elastic(job)
@@ -456,8 +456,8 @@ class _Pass:
         if not remote.get(TOMBSTONE):
             if remote.get("suspend") and integration.finished(remote.get("status")) is None:
                 # Admitted, so the job runs (Kueue's job reconciler unsuspends it).
-                self.backend.patch_job(job.namespace, job.name, {"spec": {"suspend": False}},
-                                       resource=resource)
+                self.backend.patch_job(job.namespace, job.name,
+                                       integration.suspend({}, False), resource=resource)
             if elastic_job:
                 # The kind's scale of an empty object is the merge patch of its counts.
                 infos = reconciler.pod_set_infos(self.cluster.pk, wl, elastic_job=True)
@@ -534,11 +534,14 @@ class _Pass:
         if remote is None and not job.suspend:
             # The watch may not have seen a job created moments ago: ask.
             fetched = self.backend.get_job(job.namespace, job.name, resource=resource)
-            remote = reduce_job(fetched) if fetched is not None else None
+            remote = (reduce_job(fetched, reconciler.integration_of(job).is_suspended)
+                      if fetched is not None else None)
         if remote is not None:
             if not remote.get("suspend") and not remote.get("deleting"):
                 try:
-                    self.backend.suspend_job(job.namespace, job.name, resource=resource)
+                    self.backend.suspend_job(
+                        job.namespace, job.name, resource=resource,
+                        patch=reconciler.integration_of(job).suspend({}, True))
                 except KubeApiError as exc:
                     if not exc.forbidden:
                         raise

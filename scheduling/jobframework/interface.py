@@ -186,7 +186,8 @@ class GenericJob(ABC):
         return bool((manifest.get("spec") or {}).get("suspend", False))
 
     def suspend(self, manifest: Mapping[str, Any], suspend: bool = True) -> dict[str, Any]:
-        """The object with ``spec.suspend`` set."""
+        """The object with ``spec.suspend`` set; applied to ``{}``, the merge patch that
+        sets it."""
         result = dict(manifest)
         result["spec"] = {**(manifest.get("spec") or {}), "suspend": suspend}
         return result
@@ -253,10 +254,28 @@ class GenericJob(ABC):
         metadata = {k: v for k, v in (manifest.get("metadata") or {}).items()
                     if k in ("name", "namespace", "labels", "annotations", "generation")}
         metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
-        spec = {k: v for k, v in (manifest.get("spec") or {}).items() if k != "managedBy"}
-        spec["suspend"] = True
         copied = {k: v for k, v in manifest.items() if k != "status"}
-        return {**copied, "metadata": metadata, "spec": spec}
+        return self.suspend({**self.without_managed_by(copied), "metadata": metadata})
+
+    def remote_object(self, manifest: Mapping[str, Any], spec: Mapping[str, Any], *,
+                      namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
+        """An object of this kind named as ``manifest``, in ``namespace``, with its labels
+        and ``labels``, its annotations, and ``spec``: what ``remote_copy`` creates."""
+        metadata = manifest.get("metadata") or {}
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "metadata": {"name": str(metadata.get("name", "")), "namespace": namespace,
+                         "labels": {**(metadata.get("labels") or {}), **labels},
+                         "annotations": dict(metadata.get("annotations") or {})},
+            "spec": dict(spec),
+        }
+
+    def without_managed_by(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """The object with its managedBy cleared (Kueue's ``JobWithManagedBy``), so the
+        cluster's own controller runs it; default: ``spec.managedBy``."""
+        spec = {k: v for k, v in (manifest.get("spec") or {}).items() if k != "managedBy"}
+        return {**manifest, "spec": spec}
 
     @abstractmethod
     def remote_copy(

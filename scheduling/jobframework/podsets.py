@@ -220,3 +220,41 @@ def restore_template(
         else:
             pod_spec.pop(key, None)
     return result
+
+
+# --- Kinds with a pod template per pod set ---------------------------------------------------
+
+
+def merge_into_templates(templates: Sequence[dict[str, Any]],
+                         infos: Sequence[PodSetInfo]) -> None:
+    """Each pod set's info merged into its pod template, in place and by index, as Kueue
+    does for a kind with several pod sets."""
+    for template, info in zip(templates, infos, strict=False):
+        merged = merge_into_template(template, info)
+        template.clear()
+        template.update(merged)
+
+
+def restore_templates(templates: Sequence[dict[str, Any]],
+                      pod_sets: Sequence[Mapping[str, Any]]) -> bool:
+    """Each pod template restored, in place, as its pod set recorded it; False, with nothing
+    changed, when the pod sets are not as many as the templates (Kueue skips the restore)."""
+    if len(pod_sets) != len(templates):
+        return False
+    for template, pod_set in zip(templates, pod_sets, strict=True):
+        restored = restore_template(template, pod_set.get("template") or {})
+        template.clear()
+        template.update(restored)
+    return True
+
+
+def label_pod_templates(templates: Sequence[dict[str, Any]], pod_set_names: Sequence[str], *,
+                        pod_labels: Mapping[str, str], gang_workload: str | None) -> None:
+    """The remote copy's pod templates, in place: ``pod_labels`` on each and, with a
+    ``gang_workload``, each template's pods in its pod set's pod group of that Workload."""
+    for template, name in zip(templates, pod_set_names, strict=True):
+        template_meta = template.setdefault("metadata", {})
+        template_meta["labels"] = {**(template_meta.get("labels") or {}), **pod_labels}
+        if gang_workload:
+            template.setdefault("spec", {})["workloadRef"] = {"name": gang_workload,
+                                                             "podGroup": name}

@@ -33,7 +33,12 @@ from scheduling.jobframework.interface import (
     SimulatedPod,
     SimulatedPods,
 )
-from scheduling.jobframework.podsets import PodSetInfo, merge_into_template, restore_template
+from scheduling.jobframework.podsets import (
+    PodSetInfo,
+    label_pod_templates,
+    merge_into_templates,
+    restore_templates,
+)
 from scheduling.jobframework.validation import (
     int_value,
     unique_label_name,
@@ -365,23 +370,15 @@ class JobSet(GenericJob):
         index, as Kueue does)."""
         result, templates = self._templates(manifest)
         result["spec"]["suspend"] = False
-        for template, info in zip(templates, infos, strict=False):
-            merged = merge_into_template(template, info)
-            template.clear()
-            template.update(merged)
+        merge_into_templates(templates, infos)
         return result
 
     def restore_pod_sets_info(
         self, manifest: Mapping[str, Any], pod_sets: Sequence[Mapping[str, Any]]
     ) -> dict[str, Any]:
         result, templates = self._templates(manifest)
-        if len(pod_sets) != len(templates):
-            return copy.deepcopy(dict(manifest))  # not this object's pod sets: Kueue skips
-        for template, pod_set in zip(templates, pod_sets, strict=True):
-            restored = restore_template(template, pod_set.get("template") or {})
-            template.clear()
-            template.update(restored)
-        return result
+        return result if restore_templates(templates, pod_sets) else copy.deepcopy(
+            dict(manifest))
 
     def finished(self, status: Mapping[str, Any] | None) -> tuple[str, str] | None:
         for condition in (status or {}).get("conditions") or ():
@@ -411,22 +408,9 @@ class JobSet(GenericJob):
     ) -> dict[str, Any]:
         """The JobSet to create on a cluster for an admitted workload; with a
         ``gang_workload``, each replicated job's pods are in its pod set's pod group."""
-        metadata = manifest.get("metadata") or {}
-        running, templates = self._templates(self.run_with_pod_sets_info(
-            {"spec": dict(manifest.get("spec") or {})}, infos))
-        spec: dict[str, Any] = running["spec"]
-        spec.pop("managedBy", None)
-        for template, rj in zip(templates, spec.get("replicatedJobs") or (), strict=True):
-            template_meta = template.setdefault("metadata", {})
-            template_meta["labels"] = {**(template_meta.get("labels") or {}), **pod_labels}
-            if gang_workload:
-                template.setdefault("spec", {})["workloadRef"] = {
-                    "name": gang_workload, "podGroup": pod_set_name(rj)}
-        return {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "metadata": {"name": str(metadata.get("name", "")), "namespace": namespace,
-                         "labels": {**(metadata.get("labels") or {}), **labels},
-                         "annotations": dict(metadata.get("annotations") or {})},
-            "spec": spec,
-        }
+        running, templates = self._templates(self.without_managed_by(
+            self.run_with_pod_sets_info({"spec": dict(manifest.get("spec") or {})}, infos)))
+        label_pod_templates(templates, [pod_set_name(rj) for rj in replicated_jobs(running)],
+                            pod_labels=pod_labels, gang_workload=gang_workload)
+        return self.remote_object(manifest, running["spec"], namespace=namespace,
+                                  labels=labels)
