@@ -6,6 +6,12 @@ from __future__ import annotations
 from scheduling.jobframework.registry import register
 from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
+from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob
 
 register(BatchJob())
 register(JobSet())
+register(PyTorchJob())
+register(TFJob())
+register(XGBoostJob())
+register(PaddleJob())
+register(JAXJob())
