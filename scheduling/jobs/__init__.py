@@ -7,6 +7,7 @@ from scheduling.jobframework.registry import register
 from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
 from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob
+from scheduling.jobs.mpijob import MPIJob
 
 register(BatchJob())
 register(JobSet())
@@ -15,3 +16,4 @@ register(TFJob())
 register(XGBoostJob())
 register(PaddleJob())
 register(JAXJob())
+register(MPIJob())

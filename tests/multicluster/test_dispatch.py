@@ -415,3 +415,56 @@ def test_a_jobset_runs_on_the_winner_and_finishes_on_the_hub(hub: Cluster, t0: d
     assert JobSet().finished(job.status) == ("Succeeded", "jobset completed successfully")
     everything.step(at(t0, 31))
     assert not Job.objects.filter(cluster=winner).exists()
+
+
+def test_an_mpijob_runs_on_the_winner_and_its_status_comes_back(
+    hub: Cluster, t0: datetime,
+) -> None:
+    from scheduling import services
+    from scheduling.jobs.mpijob import MPIJob
+
+    everything = Everything()
+    Job.objects.all().delete()
+
+    def replica(seconds: int, replicas: int = 1) -> dict[str, Any]:
+        return {"replicas": replicas, "template": {
+            "metadata": {"annotations": {"kueueweb.io/run-seconds": str(seconds)}},
+            "spec": {"containers": [{"name": "mpi", "image": "mpi-pi", "resources": {
+                "requests": {"cpu": "1", "memory": "100Mi"}}}]}}}
+
+    manifest = {
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+        "metadata": {"name": "pi",
+                     "labels": {"kueue.x-k8s.io/queue-name": "multikueue-queue"}},
+        "spec": {"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"},
+                 "mpiReplicaSpecs": {"Launcher": replica(20), "Worker": replica(9999, 2)}},
+    }
+    job = services.submit_job(manifest, namespace="research", cluster=hub)
+
+    everything.step(t0)
+
+    (wl,) = Workload.objects.filter(job=job)
+    winner = Cluster.objects.get(name=wl.cluster_name)
+    remote_job = Job.objects.get(cluster=winner)
+    assert (remote_job.kind, remote_job.name) == ("MPIJob", "pi")
+    assert "managedBy" not in remote_job.manifest["spec"]["runPolicy"]
+    everything.step(at(t0, 3))
+    assert sorted(Pod.objects.filter(cluster=winner).values_list("pod_set", flat=True)) == [
+        "launcher", "worker", "worker"]
+    assert not Pod.objects.filter(cluster=hub).exists()
+
+    everything.step(at(t0, 6))
+    wl.refresh_from_db()
+    assert cond.is_true(wl.conditions, "PodsReady")
+    job.refresh_from_db()
+    assert job.status["replicaStatuses"]["Worker"]["active"] == 2
+
+    everything.step(at(t0, 30))
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.FINISHED
+    finished = cond.find(wl.conditions, "Finished")
+    assert finished is not None
+    assert (finished["reason"], finished["message"]) == (
+        "Succeeded", "MPIJob pi is successfully completed.")
+    job.refresh_from_db()
+    assert MPIJob().finished(job.status) == ("Succeeded", "MPIJob pi is successfully completed.")

@@ -84,6 +84,8 @@ def stepper(kube_api: Any, manager: Cluster, worker: Cluster) -> Callable[[Any],
         kube_api.run_job_controller()
         if any(r.plural == "jobsets" for r in kube_api.resources):
             kube_api.run_jobset_controller()
+        if any(r.plural == "mpijobs" for r in kube_api.resources):
+            kube_api.run_training_operator("mpijobs", "mpiReplicaSpecs")
         sync.sync_kube_cluster(worker.pk, now=at)
         dispatch.sync_dispatch(manager.pk, now=at)
     return step
@@ -156,3 +158,41 @@ def test_sample_jobset_on_the_hub_runs_on_a_kubernetes_worker(
     assert (finished["reason"], finished["message"]) == (
         "Succeeded", "jobset completed successfully")
     assert kube_api.get("jobsets", "default", job.name) is None
+
+
+def test_sample_mpijob_on_the_hub_runs_on_a_kubernetes_worker(
+    kube_api: Any, manager: Cluster, admin_client_api: APIClient,
+) -> None:
+    kube_api.require_fake()
+    kube_api.install_crd("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+    worker = connect_worker(kube_api, manager, admin_client_api)
+    job = submit_example(manager, admin_client_api, "jobs/sample-mpijob.yaml")
+    step = stepper(kube_api, manager, worker)
+    now = timezone.now().replace(microsecond=0)
+
+    for second in range(4):
+        step(now + timedelta(seconds=second))
+
+    hub = Workload.objects.get(job=job)
+    assert (hub.cluster_name, hub.phase) == (worker.name, WorkloadPhase.ADMITTED)
+    assert cond.is_true(hub.conditions, "PodsReady")
+    remote = kube_api.get("mpijobs", "default", job.name)
+    assert remote is not None
+    assert remote["spec"]["runPolicy"]["suspend"] is False
+    assert "managedBy" not in remote["spec"]["runPolicy"]
+    assert len(kube_api.objects("pods", "default")) == 3
+
+    kube_api.complete_training_job("mpijobs", "default", job.name)
+    for second in range(4, 8):
+        step(now + timedelta(seconds=second))
+
+    hub.refresh_from_db()
+    assert hub.phase == WorkloadPhase.FINISHED
+    finished = cond.find(hub.conditions, "Finished")
+    assert finished is not None
+    assert (finished["reason"], finished["message"]) == (
+        "Succeeded", "MPIJob pi is successfully completed.")
+    job.refresh_from_db()
+    assert any(c.get("type") == "Succeeded" and c.get("status") == "True"
+               for c in job.status.get("conditions", ()))
+    assert kube_api.get("mpijobs", "default", job.name) is None
