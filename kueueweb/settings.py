@@ -362,7 +362,8 @@ KUEUEWEB: dict[str, Any] = {
     # shipped controller config enables of the kinds kueueweb has (its API default is Job
     # alone).
     "INTEGRATIONS_FRAMEWORKS": env_list("KUEUEWEB_INTEGRATIONS_FRAMEWORKS",
-                                        ["batch/job", "jobset.x-k8s.io/jobset"]),
+                                        ["batch/job", "jobset.x-k8s.io/jobset",
+                                         "ray.io/raycluster"]),
     # MultiKueue.
     "MULTIKUEUE_ORIGIN": env_str("KUEUEWEB_MULTIKUEUE_ORIGIN", "multikueue"),
     "MULTIKUEUE_WORKER_LOST_TIMEOUT_SECONDS": env_int("KUEUEWEB_WORKER_LOST_TIMEOUT_SECONDS", 900),

@@ -6,6 +6,8 @@ from __future__ import annotations
 from scheduling.jobframework.registry import register
 from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
+from scheduling.jobs.raycluster import RayCluster
 
 register(BatchJob())
 register(JobSet())
+register(RayCluster())
