@@ -102,8 +102,9 @@ def object_key(obj: Mapping[str, Any]) -> str:
 
 def reduce_job(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A job object of any kind: its identity, whether it is suspended, its spec's
-    top-level scalar fields (what a kind's scale patch sets, such as a Job's
-    ``parallelism``; templates and lists are left out) and its whole status."""
+    scalar fields (where a kind's counts live: a Job's ``parallelism``, and in lists of
+    objects such as a RayCluster's ``workerGroupSpecs``, each item's scalar fields;
+    templates are left out) and its whole status."""
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     labels = metadata.get("labels") or {}
@@ -113,11 +114,21 @@ def reduce_job(obj: Mapping[str, Any]) -> dict[str, Any]:
         "uid": metadata.get("uid", ""),
         "workload": labels.get(PREBUILT_WORKLOAD_LABEL, ""),
         "suspend": bool(spec.get("suspend", False)),
-        "spec": {key: value for key, value in spec.items()
-                 if isinstance(value, (bool, int, float, str))},
+        "spec": _scalars(spec),
         "deleting": bool(metadata.get("deletionTimestamp")),
         "status": dict(obj.get("status") or {}),
     }
+
+
+def _scalars(spec: Mapping[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in spec.items():
+        if isinstance(value, (bool, int, float, str)):
+            result[key] = value
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            result[key] = [{k: v for k, v in item.items()
+                            if isinstance(v, (bool, int, float, str))} for item in value]
+    return result
 
 
 def _pod_ready(status: Mapping[str, Any]) -> bool:

@@ -179,7 +179,6 @@ def test_scale_sets_a_groups_replicas_and_gives_the_merge_patch() -> None:
 
     assert [g["replicas"] for g in scaled["spec"]["workerGroupSpecs"]] == [2, 4]
     assert [g["replicas"] for g in manifest["spec"]["workerGroupSpecs"]] == [2, 1]
-    assert KIND.scale({}, {"b": 4}) == {"spec": {"workerGroupSpecs": []}}
 
 
 def test_remote_copy_runs_with_the_pod_labels_on_every_template() -> None:
