@@ -91,6 +91,27 @@ def stepper(kube_api: Any, manager: Cluster, worker: Cluster) -> Callable[[Any],
     return step
 
 
+def run_on_worker(kube_api: Any, manager: Cluster, admin_client_api: APIClient, path: str,
+                  plural: str) -> tuple[Job, Workload, Callable[[Any], None], Any]:
+    """An example of two pods submitted to the hub, run for a few rounds: admitted and
+    PodsReady on the hub, its copy running on the worker, unmanaged there."""
+    worker = connect_worker(kube_api, manager, admin_client_api)
+    job = submit_example(manager, admin_client_api, path)
+    step = stepper(kube_api, manager, worker)
+    now = timezone.now().replace(microsecond=0)
+    for second in range(4):
+        step(now + timedelta(seconds=second))
+    hub = Workload.objects.get(job=job)
+    assert (hub.cluster_name, hub.phase) == (worker.name, WorkloadPhase.ADMITTED)
+    assert cond.is_true(hub.conditions, "PodsReady")
+    remote = kube_api.get(plural, "default", job.name)
+    assert remote is not None
+    assert remote["spec"]["suspend"] is False
+    assert "managedBy" not in remote["spec"]
+    assert len(kube_api.objects("pods", "default")) == 2
+    return job, hub, step, now
+
+
 def test_sample_job_on_the_hub_runs_on_a_kubernetes_worker(
     kube_api: Any, manager: Cluster, admin_client_api: APIClient,
 ) -> None:
@@ -130,22 +151,8 @@ def test_sample_jobset_on_the_hub_runs_on_a_kubernetes_worker(
 ) -> None:
     kube_api.require_fake()
     kube_api.install_jobset_crd()
-    worker = connect_worker(kube_api, manager, admin_client_api)
-    job = submit_example(manager, admin_client_api, "jobs/sample-jobset.yaml")
-    step = stepper(kube_api, manager, worker)
-    now = timezone.now().replace(microsecond=0)
-
-    for second in range(4):
-        step(now + timedelta(seconds=second))
-
-    hub = Workload.objects.get(job=job)
-    assert (hub.cluster_name, hub.phase) == (worker.name, WorkloadPhase.ADMITTED)
-    assert cond.is_true(hub.conditions, "PodsReady")
-    remote = kube_api.get("jobsets", "default", job.name)
-    assert remote is not None
-    assert remote["spec"]["suspend"] is False
-    assert "managedBy" not in remote["spec"]
-    assert len(kube_api.objects("pods", "default")) == 2
+    job, hub, step, now = run_on_worker(kube_api, manager, admin_client_api,
+                                        "jobs/sample-jobset.yaml", "jobsets")
 
     kube_api.complete_jobset("default", job.name)
     for second in range(4, 8):
@@ -165,22 +172,8 @@ def test_sample_raycluster_on_the_hub_runs_on_a_kubernetes_worker_until_deactiva
 ) -> None:
     kube_api.require_fake()
     kube_api.install_raycluster_crd()
-    worker = connect_worker(kube_api, manager, admin_client_api)
-    job = submit_example(manager, admin_client_api, "jobs/ray-cluster-sample.yaml")
-    step = stepper(kube_api, manager, worker)
-    now = timezone.now().replace(microsecond=0)
-
-    for second in range(4):
-        step(now + timedelta(seconds=second))
-
-    hub = Workload.objects.get(job=job)
-    assert (hub.cluster_name, hub.phase) == (worker.name, WorkloadPhase.ADMITTED)
-    assert cond.is_true(hub.conditions, "PodsReady")
-    remote = kube_api.get("rayclusters", "default", job.name)
-    assert remote is not None
-    assert remote["spec"]["suspend"] is False
-    assert "managedBy" not in remote["spec"]
-    assert len(kube_api.objects("pods", "default")) == 2
+    job, hub, step, now = run_on_worker(kube_api, manager, admin_client_api,
+                                        "jobs/ray-cluster-sample.yaml", "rayclusters")
     job.refresh_from_db()
     assert job.status["state"] == "ready"  # the worker's status, copied back
 
