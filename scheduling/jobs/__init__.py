@@ -7,7 +7,9 @@ from scheduling.jobframework.registry import register
 from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
 from scheduling.jobs.raycluster import RayCluster
+from scheduling.jobs.rayjob import RayJob
 
 register(BatchJob())
 register(JobSet())
 register(RayCluster())
+register(RayJob())

@@ -202,14 +202,36 @@ def restore_infos(cluster: dict[str, Any], pod_sets: Sequence[Mapping[str, Any]]
         template.update(restored)
 
 
-def add_pod_labels(cluster: dict[str, Any], pod_labels: Mapping[str, str],
-                   gang_workload: str | None, names: Sequence[str]) -> None:
-    for template, name in zip(cluster_templates_for_update(cluster), names, strict=False):
+def add_pod_labels(templates: Sequence[tuple[dict[str, Any], str]],
+                   pod_labels: Mapping[str, str], gang_workload: str | None) -> None:
+    """``pod_labels`` on each (template, pod set name); with a ``gang_workload``, each
+    template's pods in that Workload's pod group of their pod set."""
+    for template, name in templates:
         template_meta = template.setdefault("metadata", {})
         template_meta["labels"] = {**(template_meta.get("labels") or {}), **pod_labels}
         if gang_workload:
             template.setdefault("spec", {})["workloadRef"] = {"name": gang_workload,
                                                              "podGroup": name}
+
+
+def cluster_templates_by_pod_set(cluster: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    return list(zip(cluster_templates_for_update(cluster),
+                    [ps["name"] for ps in cluster_pod_sets(cluster)], strict=False))
+
+
+def remote_object(job: GenericJob, manifest: Mapping[str, Any], *, namespace: str,
+                  labels: Mapping[str, str], spec: dict[str, Any]) -> dict[str, Any]:
+    """The object to create on a cluster: the name, ``labels`` added to its own, its
+    annotations, and ``spec``."""
+    metadata = manifest.get("metadata") or {}
+    return {
+        "apiVersion": job.api_version,
+        "kind": job.kind,
+        "metadata": {"name": str(metadata.get("name", "")), "namespace": namespace,
+                     "labels": {**(metadata.get("labels") or {}), **labels},
+                     "annotations": dict(metadata.get("annotations") or {})},
+        "spec": spec,
+    }
 
 
 def scalable_groups(cluster: Mapping[str, Any], path: str) -> list[ScalablePodSet]:
@@ -384,17 +406,8 @@ class RayCluster(GenericJob):
         infos: Sequence[PodSetInfo],
         gang_workload: str | None = None,
     ) -> dict[str, Any]:
-        metadata = manifest.get("metadata") or {}
         spec = self.run_with_pod_sets_info({"spec": dict(manifest.get("spec") or {})},
                                            infos)["spec"]
         spec.pop("managedBy", None)
-        add_pod_labels(spec, pod_labels, gang_workload,
-                       [ps["name"] for ps in cluster_pod_sets(spec)])
-        return {
-            "apiVersion": self.api_version,
-            "kind": self.kind,
-            "metadata": {"name": str(metadata.get("name", "")), "namespace": namespace,
-                         "labels": {**(metadata.get("labels") or {}), **labels},
-                         "annotations": dict(metadata.get("annotations") or {})},
-            "spec": spec,
-        }
+        add_pod_labels(cluster_templates_by_pod_set(spec), pod_labels, gang_workload)
+        return remote_object(self, manifest, namespace=namespace, labels=labels, spec=spec)
