@@ -4,21 +4,19 @@ eviction, and an elastic one's worker group scaled by a patch that keeps the tem
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from django.utils import timezone
 
 from multicluster.kube.manifests import ORIGIN_LABEL
 from multicluster.kube.sync import sync_kube_cluster
 from multicluster.models import Cluster
 from scheduling import jobframework, services
 from scheduling.choices import WorkloadPhase
-from scheduling.models import ClusterQueue, Job, LocalQueue, ResourceFlavor, Workload
+from scheduling.models import Job, Workload
 from scheduling.scheduler import admission
 from scheduling.workload import conditions as cond
 from scheduling.workload import slices
@@ -28,23 +26,6 @@ pytestmark = pytest.mark.django_db
 SAMPLE = (Path(__file__).resolve().parents[2] / "fixtures" / "kueue_examples" / "jobs"
           / "ray-cluster-sample.yaml")
 RAYCLUSTERS = "/apis/ray.io/v1"
-
-
-@pytest.fixture
-def t0() -> datetime:
-    return timezone.now().replace(microsecond=0)
-
-
-@pytest.fixture
-def domain(kube_api: Any, kube_cluster: Cluster,
-           make_queue: Callable[..., ClusterQueue]) -> Cluster:
-    cq = make_queue("cq", {"cpu": "10", "memory": "10G"}, flavor="spot",
-                    namespace=kube_api.namespace, cluster=kube_cluster)
-    ResourceFlavor.objects.filter(cluster=kube_cluster, name="spot").update(
-        node_labels={"instance-type": "spot"})
-    LocalQueue.objects.create(cluster=kube_cluster, namespace=kube_api.namespace,
-                              name="user-queue", cluster_queue=cq)
-    return kube_cluster
 
 
 def workload(job: Job) -> Workload:
@@ -65,12 +46,12 @@ def admit(kube_api: Any, domain: Cluster, now: datetime, *, elastic: bool = Fals
 
 
 def test_the_sample_raycluster_runs_on_the_cluster_until_evicted(
-    kube_api: Any, domain: Cluster, t0: datetime,
+    kube_api: Any, user_queue_domain: Cluster, t0: datetime,
 ) -> None:
-    job = admit(kube_api, domain, t0)
+    job = admit(kube_api, user_queue_domain, t0)
     key = f"{kube_api.namespace}/{job.name}"
 
-    started = sync_kube_cluster(domain.pk, now=t0)
+    started = sync_kube_cluster(user_queue_domain.pk, now=t0)
 
     assert started.started == [key]
     remote = kube_api.get("rayclusters", kube_api.namespace, job.name)
@@ -86,7 +67,7 @@ def test_the_sample_raycluster_runs_on_the_cluster_until_evicted(
     assert created.body["kind"] == "RayCluster"
 
     kube_api.run_raycluster_controller()
-    sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=10))
+    sync_kube_cluster(user_queue_domain.pk, now=t0 + timedelta(seconds=10))
     ready = cond.find(workload(job).conditions, "PodsReady")
     assert ready is not None
     assert ready["status"] == "True"
@@ -94,17 +75,18 @@ def test_the_sample_raycluster_runs_on_the_cluster_until_evicted(
     assert job.status["state"] == "ready"
 
     # It never finishes: long after, the cluster still runs on its quota.
-    later = sync_kube_cluster(domain.pk, now=t0 + timedelta(hours=2))
+    later = sync_kube_cluster(user_queue_domain.pk, now=t0 + timedelta(hours=2))
     assert later.finished == []
     assert workload(job).phase == WorkloadPhase.ADMITTED
 
     services.evict_workload(workload(job), now=t0 + timedelta(hours=2, seconds=1))
-    stopping = sync_kube_cluster(domain.pk, now=t0 + timedelta(hours=2, seconds=2))
+    stopping = sync_kube_cluster(user_queue_domain.pk,
+                                 now=t0 + timedelta(hours=2, seconds=2))
     assert stopping.stopping == [key]
     assert kube_api.get("rayclusters", kube_api.namespace, job.name)["spec"]["suspend"] is True
 
     kube_api.run_raycluster_controller()
-    stopped = sync_kube_cluster(domain.pk, now=t0 + timedelta(hours=2, seconds=3))
+    stopped = sync_kube_cluster(user_queue_domain.pk, now=t0 + timedelta(hours=2, seconds=3))
     assert stopped.stopped == [key]
     assert kube_api.get("rayclusters", kube_api.namespace, job.name) is None
     assert kube_api.objects("pods", kube_api.namespace) == []
@@ -112,18 +94,18 @@ def test_the_sample_raycluster_runs_on_the_cluster_until_evicted(
 
 
 def test_an_elastic_raycluster_follows_its_admitted_worker_replicas(
-    kube_api: Any, domain: Cluster, t0: datetime,
+    kube_api: Any, user_queue_domain: Cluster, t0: datetime,
 ) -> None:
-    job = admit(kube_api, domain, t0, elastic=True)
-    sync_kube_cluster(domain.pk, now=t0)
+    job = admit(kube_api, user_queue_domain, t0, elastic=True)
+    sync_kube_cluster(user_queue_domain.pk, now=t0)
     path = f"{RAYCLUSTERS}/namespaces/{kube_api.namespace}/rayclusters/{job.name}"
 
     slices.scale_job(Job.objects.get(pk=job.pk), {"small-group": 3},
                      now=t0 + timedelta(seconds=5))
-    waiting = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=5))
+    waiting = sync_kube_cluster(user_queue_domain.pk, now=t0 + timedelta(seconds=5))
     assert waiting.scaled == []
-    admission.run_admission_cycle(domain.pk, now=t0 + timedelta(seconds=6))
-    up = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=6))
+    admission.run_admission_cycle(user_queue_domain.pk, now=t0 + timedelta(seconds=6))
+    up = sync_kube_cluster(user_queue_domain.pk, now=t0 + timedelta(seconds=6))
 
     assert up.scaled == [f"{kube_api.namespace}/{job.name}"]
     [group] = kube_api.get("rayclusters", kube_api.namespace, job.name)["spec"][
@@ -137,7 +119,7 @@ def test_an_elastic_raycluster_follows_its_admitted_worker_replicas(
 
     slices.scale_job(Job.objects.get(pk=job.pk), {"small-group": 1},
                      now=t0 + timedelta(seconds=10))
-    down = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=10))
+    down = sync_kube_cluster(user_queue_domain.pk, now=t0 + timedelta(seconds=10))
 
     assert down.scaled == [f"{kube_api.namespace}/{job.name}"]
     assert kube_api.get("rayclusters", kube_api.namespace, job.name)["spec"][
