@@ -363,7 +363,8 @@ KUEUEWEB: dict[str, Any] = {
     # alone).
     "INTEGRATIONS_FRAMEWORKS": env_list("KUEUEWEB_INTEGRATIONS_FRAMEWORKS",
                                         ["batch/job", "jobset.x-k8s.io/jobset",
-                                         "kubeflow.org/mpijob"]),
+                                         "kubeflow.org/mpijob", "ray.io/raycluster",
+                                         "ray.io/rayjob"]),
     # MultiKueue.
     "MULTIKUEUE_ORIGIN": env_str("KUEUEWEB_MULTIKUEUE_ORIGIN", "multikueue"),
     "MULTIKUEUE_WORKER_LOST_TIMEOUT_SECONDS": env_int("KUEUEWEB_WORKER_LOST_TIMEOUT_SECONDS", 900),

@@ -104,9 +104,10 @@ def reduce_job(obj: Mapping[str, Any],
                is_suspended: Callable[[Mapping[str, Any]], bool] | None = None
                ) -> dict[str, Any]:
     """A job object of any kind: its identity, whether it is suspended (the kind's
-    ``is_suspended``; ``spec.suspend`` by default), its spec's top-level scalar fields (what
-    a kind's scale patch sets, such as a Job's ``parallelism``; templates and lists are left
-    out) and its whole status."""
+    ``is_suspended``; ``spec.suspend`` by default), its spec's scalar fields (where a kind's
+    counts live: a Job's ``parallelism``, and in lists of objects such as a RayCluster's
+    ``workerGroupSpecs``, each item's scalar fields; templates are left out) and its whole
+    status."""
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     suspended = (is_suspended(obj) if is_suspended is not None
@@ -118,11 +119,21 @@ def reduce_job(obj: Mapping[str, Any],
         "uid": metadata.get("uid", ""),
         "workload": labels.get(PREBUILT_WORKLOAD_LABEL, ""),
         "suspend": suspended,
-        "spec": {key: value for key, value in spec.items()
-                 if isinstance(value, (bool, int, float, str))},
+        "spec": _scalars(spec),
         "deleting": bool(metadata.get("deletionTimestamp")),
         "status": dict(obj.get("status") or {}),
     }
+
+
+def _scalars(spec: Mapping[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in spec.items():
+        if isinstance(value, (bool, int, float, str)):
+            result[key] = value
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            result[key] = [{k: v for k, v in item.items()
+                            if isinstance(v, (bool, int, float, str))} for item in value]
+    return result
 
 
 def _pod_ready(status: Mapping[str, Any]) -> bool:

@@ -459,21 +459,42 @@ class _Pass:
                 self.backend.patch_job(job.namespace, job.name,
                                        integration.suspend({}, False), resource=resource)
             if elastic_job:
-                # The kind's scale of an empty object is the merge patch of its counts.
                 infos = reconciler.pod_set_infos(self.cluster.pk, wl, elastic_job=True)
-                patch = integration.scale({}, {info.name: info.count for info in infos})
-                current = remote.get("spec") or {}
-                changed = {k: v for k, v in (patch.get("spec") or {}).items()
-                           if current.get(k) != v}
-                if changed:
-                    self.backend.patch_job(job.namespace, job.name, patch, resource=resource)
-                    change = ", ".join(f"{k} {current.get(k)} -> {v}"
-                                       for k, v in changed.items())
-                    self.events.append(lifecycle.workload_event(
-                        wl, "Scaled", f"{change[:1].upper()}{change[1:]} on cluster "
-                        f"{self.cluster.name}", now=self.now, kind=job.kind))
-                    self.outcome.scaled.append(key)
+                self._scale_remote(job, wl, remote, {info.name: info.count for info in infos})
         self._report(job, wl, remote, wanted=wanted)
+
+    def _scale_remote(self, job: Job, wl: Workload, remote: Mapping[str, Any],
+                      counts: Mapping[str, int]) -> None:
+        """Bring the cluster's object to the admitted counts of its scalable pod sets."""
+        integration = reconciler.integration_of(job)
+        resource = self._resource(job)
+        current = {"spec": remote.get("spec") or {}}
+        changes = [(ps.path, ps.count, counts[ps.name])
+                   for ps in integration.scalable_pod_sets(current)
+                   if ps.name in counts and ps.count != counts[ps.name]]
+        if not changes:
+            return
+        scaled = integration.scale(current, counts)["spec"]
+        keys = [k for k, v in scaled.items() if current["spec"].get(k) != v]
+        patch: dict[str, Any]
+        if all(isinstance(scaled[k], (bool, int, float, str)) for k in keys):
+            patch = {"spec": {k: scaled[k] for k in keys}}
+        else:
+            # A count inside a list (a worker group's replicas): a merge patch replaces the
+            # list whole, so it goes as the cluster has it, templates and all, guarded by
+            # the object's resourceVersion.
+            full = self.backend.get_job(job.namespace, job.name, resource=resource)
+            if full is None:
+                return
+            whole = integration.scale({"spec": full.get("spec") or {}}, counts)["spec"]
+            patch = {"metadata": {"resourceVersion": (full.get("metadata") or {}).get(
+                "resourceVersion")}, "spec": {k: whole[k] for k in keys}}
+        self.backend.patch_job(job.namespace, job.name, patch, resource=resource)
+        change = ", ".join(f"{path} {old} -> {new}" for path, old, new in changes)
+        self.events.append(lifecycle.workload_event(
+            wl, "Scaled", f"{change} on cluster {self.cluster.name}", now=self.now,
+            kind=job.kind))
+        self.outcome.scaled.append(f"{job.namespace}/{job.name}")
 
     def _report(self, job: Job, wl: Workload, remote: Mapping[str, Any], *, wanted: int) -> None:
         key = f"{job.namespace}/{job.name}"

@@ -213,7 +213,8 @@ class GenericJob(ABC):
 
     def scale(self, manifest: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
         """An elastic kind: the object with the counts of its scalable pod sets (by name)
-        set to ``counts``; applied to ``{}``, the merge patch that sets them."""
+        set to ``counts``, every other field kept (a Kubernetes cluster gets the spec fields
+        that changed, as a merge patch)."""
         raise NotImplementedError(f"{self.kind} does not scale")
 
     def scale_refusal(self, manifest: Mapping[str, Any], *,

@@ -8,6 +8,8 @@ from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
 from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob
 from scheduling.jobs.mpijob import MPIJob
+from scheduling.jobs.raycluster import RayCluster
+from scheduling.jobs.rayjob import RayJob
 
 register(BatchJob())
 register(JobSet())
@@ -17,3 +19,5 @@ register(XGBoostJob())
 register(PaddleJob())
 register(JAXJob())
 register(MPIJob())
+register(RayCluster())
+register(RayJob())

@@ -59,11 +59,11 @@ def elastic_job(manager: Cluster, make_queue: Callable[..., ClusterQueue],
     return job
 
 
-def scale(page: Any, pods: int) -> None:
+def scale(page: Any, pods: int, field_id: str = "scale-parallelism") -> None:
     # A live refresh that swaps the control between fill's select-all and its typing puts
     # the caret in the new input's value ("5" became "25" once): fill until it holds. A
     # refresh after that keeps the edited value (static/js/scale.js).
-    field = page.locator("#scale-parallelism")
+    field = page.locator(f"#{field_id}")
     for _ in range(5):
         field.fill(str(pods))
         if field.input_value() == str(pods):
@@ -175,3 +175,54 @@ def test_a_live_refresh_while_typing_keeps_the_caret_and_the_focus(
     page.click("#control-scale")
     page.wait_for_selector("#confirm-dialog[open]")
     assert "to 152?" in page.locator("#confirm-message").inner_text()
+
+
+@pytest.fixture
+def elastic_raycluster(manager: Cluster, make_queue: Callable[..., ClusterQueue],
+                       settings: Any) -> Job:
+    """An elastic RayCluster running its head and one worker (500m each) in a queue of 4
+    CPUs."""
+    manager.simulation = {"startDelaySeconds": 0}
+    manager.save()
+    make_queue("cq", {"cpu": "4"}, namespace="team-a")
+    template = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray:2.9.0",
+                                         "resources": {"requests": {"cpu": "500m"}}}]}}
+    job = services.submit_job({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "ray", "labels": {jobframework.QUEUE_NAME_LABEL: "lq-cq"},
+                     "annotations": {jobframework.ELASTIC_JOB_ANNOTATION: "true",
+                                     "kueueweb.io/run-seconds": "3600"}},
+        "spec": {"headGroupSpec": {"template": template},
+                 "workerGroupSpecs": [{"groupName": "workers", "replicas": 1,
+                                       "template": template}]},
+    }, namespace="team-a")
+    run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
+    assert Workload.objects.get(job=job).phase == "Admitted"
+    return job
+
+
+def test_operator_scales_an_elastic_rayclusters_worker_group_up_and_down(
+    browser_page: Callable[..., Any], elastic_raycluster: Job, operator: Any,
+    manager: Cluster, settings: Any,
+) -> None:
+    page = browser_page(operator)
+    page.goto(job_url(elastic_raycluster))
+    wait_live(page)
+    wait_for_size(page, 2)  # the head and one worker
+
+    # Up: the worker group to 3 through a new slice, admitted in another process.
+    scale(page, 3, "scale-podSets-workers")
+    page.wait_for_selector("text=scaling up from 1 to 3")
+    wait_live(page)
+    run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
+    wait_for_size(page, 4)
+    assert "WorkloadSliceReplaced" in page.locator("#slice-history").inner_text()
+
+    # Down: the running slice shrinks in place; the cluster stops two workers.
+    scale(page, 1, "scale-podSets-workers")
+    page.wait_for_selector("text=scaled down from 3 to 1")
+    wait_live(page)
+    run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
+    wait_for_size(page, 2)
+    job = Job.objects.get(pk=elastic_raycluster.pk)
+    assert job.manifest["spec"]["workerGroupSpecs"][0]["replicas"] == 1

@@ -86,9 +86,32 @@ def stepper(kube_api: Any, manager: Cluster, worker: Cluster) -> Callable[[Any],
             kube_api.run_jobset_controller()
         if any(r.plural == "mpijobs" for r in kube_api.resources):
             kube_api.run_training_operator("mpijobs", "mpiReplicaSpecs")
+        if any(r.plural == "rayclusters" for r in kube_api.resources):
+            kube_api.run_raycluster_controller()
         sync.sync_kube_cluster(worker.pk, now=at)
         dispatch.sync_dispatch(manager.pk, now=at)
     return step
+
+
+def run_on_worker(kube_api: Any, manager: Cluster, admin_client_api: APIClient, path: str,
+                  plural: str) -> tuple[Job, Workload, Callable[[Any], None], Any]:
+    """An example of two pods submitted to the hub, run for a few rounds: admitted and
+    PodsReady on the hub, its copy running on the worker, unmanaged there."""
+    worker = connect_worker(kube_api, manager, admin_client_api)
+    job = submit_example(manager, admin_client_api, path)
+    step = stepper(kube_api, manager, worker)
+    now = timezone.now().replace(microsecond=0)
+    for second in range(4):
+        step(now + timedelta(seconds=second))
+    hub = Workload.objects.get(job=job)
+    assert (hub.cluster_name, hub.phase) == (worker.name, WorkloadPhase.ADMITTED)
+    assert cond.is_true(hub.conditions, "PodsReady")
+    remote = kube_api.get(plural, "default", job.name)
+    assert remote is not None
+    assert remote["spec"]["suspend"] is False
+    assert "managedBy" not in remote["spec"]
+    assert len(kube_api.objects("pods", "default")) == 2
+    return job, hub, step, now
 
 
 def test_sample_job_on_the_hub_runs_on_a_kubernetes_worker(
@@ -130,22 +153,8 @@ def test_sample_jobset_on_the_hub_runs_on_a_kubernetes_worker(
 ) -> None:
     kube_api.require_fake()
     kube_api.install_jobset_crd()
-    worker = connect_worker(kube_api, manager, admin_client_api)
-    job = submit_example(manager, admin_client_api, "jobs/sample-jobset.yaml")
-    step = stepper(kube_api, manager, worker)
-    now = timezone.now().replace(microsecond=0)
-
-    for second in range(4):
-        step(now + timedelta(seconds=second))
-
-    hub = Workload.objects.get(job=job)
-    assert (hub.cluster_name, hub.phase) == (worker.name, WorkloadPhase.ADMITTED)
-    assert cond.is_true(hub.conditions, "PodsReady")
-    remote = kube_api.get("jobsets", "default", job.name)
-    assert remote is not None
-    assert remote["spec"]["suspend"] is False
-    assert "managedBy" not in remote["spec"]
-    assert len(kube_api.objects("pods", "default")) == 2
+    job, hub, step, now = run_on_worker(kube_api, manager, admin_client_api,
+                                        "jobs/sample-jobset.yaml", "jobsets")
 
     kube_api.complete_jobset("default", job.name)
     for second in range(4, 8):
@@ -196,3 +205,33 @@ def test_sample_mpijob_on_the_hub_runs_on_a_kubernetes_worker(
     assert any(c.get("type") == "Succeeded" and c.get("status") == "True"
                for c in job.status.get("conditions", ()))
     assert kube_api.get("mpijobs", "default", job.name) is None
+
+
+def test_sample_raycluster_on_the_hub_runs_on_a_kubernetes_worker_until_deactivated(
+    kube_api: Any, manager: Cluster, admin_client_api: APIClient,
+) -> None:
+    kube_api.require_fake()
+    kube_api.install_raycluster_crd()
+    job, hub, step, now = run_on_worker(kube_api, manager, admin_client_api,
+                                        "jobs/ray-cluster-sample.yaml", "rayclusters")
+    job.refresh_from_db()
+    assert job.status["state"] == "ready"  # the worker's status, copied back
+
+    # A cluster never finishes: it holds the quota until its workload is deactivated.
+    for second in range(4, 8):
+        step(now + timedelta(seconds=second))
+    hub.refresh_from_db()
+    assert hub.phase == WorkloadPhase.ADMITTED
+    response = admin_client_api.patch(f"/api/v1/namespaces/default/workloads/{hub.name}/",
+                                      {"spec": {"active": False}}, format="json")
+    assert response.status_code == 200, response.content
+    for second in range(8, 12):
+        step(now + timedelta(seconds=second))
+
+    # The hub evicts it and the worker's copy goes with its pods.
+    hub.refresh_from_db()
+    evicted = cond.find(hub.conditions, "Evicted")
+    assert evicted is not None
+    assert (evicted["status"], evicted["reason"]) == ("True", "Deactivated")
+    assert kube_api.get("rayclusters", "default", job.name) is None
+    assert kube_api.objects("pods", "default") == []
