@@ -179,8 +179,9 @@ def run_admission_cycle(
 
 
 def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime,
-                       policy: CyclePolicy | None, max_cycles: int | None,
-                       namespaces: Mapping[str, Mapping[str, str]] | None) -> CycleOutcome:
+                       policy: CyclePolicy | None = None, max_cycles: int | None = None,
+                       namespaces: Mapping[str, Mapping[str, str]] | None = None
+                       ) -> CycleOutcome:
     # 1. Housekeeping that changes what the cycle sees.
     released = release_evicted_workloads(cluster_id, now=now)
     requeue_due_queues(cluster_id, now=now)

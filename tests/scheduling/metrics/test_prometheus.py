@@ -453,7 +453,7 @@ RECORDER = textwrap.dedent("""
     django.setup()
     from django.conf import settings
     settings.METRICS_REDIS_PREFIX = sys.argv[1]
-    from scheduling import metrics
+    from scheduling.metrics import prometheus
     assert isinstance(prometheus.event_store(), prometheus.RedisEventStore)
     for _ in range(int(sys.argv[3])):
         prometheus.admitted("cq-a", "high", 7.0, 1.0, local_queue=("ns", "lq-a"),
