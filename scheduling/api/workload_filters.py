@@ -19,7 +19,10 @@ class IntegerFilter(django_filters.NumberFilter):  # type: ignore[misc]  # untyp
 
 class WorkloadFilter(WorkloadFilterSet):
     job = django_filters.CharFilter(
-        field_name="job__name", help_text="Workloads of the Job with this name.")
+        field_name="job__name", help_text="Workloads of the job with this name, of any kind.")
+    jobKind = django_filters.CharFilter(
+        field_name="job__kind",
+        help_text="Workloads of jobs of this kind (Job, JobSet, RayCluster, ...).")
     queueName = django_filters.CharFilter(field_name="queue_name", help_text="spec.queueName.")
     phase = django_filters.ChoiceFilter(
         choices=WorkloadPhase.choices, method="filter_state",
@@ -35,6 +38,8 @@ class WorkloadFilter(WorkloadFilterSet):
 
 
 class JobFilter(django_filters.FilterSet):  # type: ignore[misc]  # untyped
+    kind = django_filters.CharFilter(
+        field_name="kind", help_text="Jobs of this kind (Job, JobSet, RayCluster, ...).")
     search = django_filters.CharFilter(
         method="filter_search", help_text="Text in the name or namespace (case-insensitive).")
 

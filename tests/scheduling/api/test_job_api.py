@@ -280,3 +280,33 @@ def test_roles(clients: dict[str, APIClient], two_jobs: None, role: str, method:
     assert response.status_code == want[role]
     expected = {("post", 201): 3, ("delete", 204): 1}.get((method, response.status_code), 2)
     assert (Job.objects.count(), Workload.objects.count()) == (expected, expected)
+
+
+def test_jobs_and_their_workloads_filter_by_kind(
+    admin_client_api: APIClient, queues: None
+) -> None:
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "trainer",
+                     "labels": {jobframework.QUEUE_NAME_LABEL: "user-queue"}},
+        "spec": {"replicatedJobs": [{"name": "workers", "template": {"spec": {"template": {
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"requests": {"cpu": "1"}}}],
+                     "restartPolicy": "Never"}}}}}]},
+    }
+    for body in (manifest("pi"), jobset):
+        created = admin_client_api.post(jobs_url("team-a"), body, format="json")
+        assert created.status_code == 201, created.content
+
+    def names(url: str) -> list[str]:
+        response = admin_client_api.get(url)
+        assert response.status_code == 200, response.content
+        return sorted(item["metadata"]["name"] for item in response.json()["results"])
+
+    assert names(jobs_url() + "?kind=JobSet") == ["trainer"]
+    assert names(jobs_url() + "?kind=Job") == ["pi"]
+    assert names(jobs_url() + "?kind=RayCluster") == []
+    workloads = "/api/v1/namespaces/team-a/workloads/"
+    jobset_workload = Workload.objects.get(job__kind="JobSet").name
+    assert names(workloads + "?jobKind=JobSet") == [jobset_workload]
+    assert names(workloads + "?job=trainer&jobKind=Job") == []
