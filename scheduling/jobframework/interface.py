@@ -14,6 +14,8 @@ The simulated cluster also plays each kind's own controller (the Job controller 
 
 from __future__ import annotations
 
+import copy
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -214,8 +216,13 @@ class GenericJob(ABC):
     def scale(self, manifest: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
         """An elastic kind: the object with the counts of its scalable pod sets (by name)
         set to ``counts``, every other field kept (a Kubernetes cluster gets the spec fields
-        that changed, as a merge patch)."""
-        raise NotImplementedError(f"{self.kind} does not scale")
+        that changed, as a merge patch). The default writes each count at the path its
+        ``ScalablePodSet`` declares; a kind with no scalable pod set is returned unchanged."""
+        result = copy.deepcopy(dict(manifest))
+        for pod_set in self.scalable_pod_sets(manifest):
+            if pod_set.name in counts:
+                _set_path(result, pod_set.path, counts[pod_set.name])
+        return result
 
     def scale_refusal(self, manifest: Mapping[str, Any], *,
                       suspended: bool) -> ScaleRefusal | None:
@@ -293,3 +300,25 @@ class GenericJob(ABC):
         with ``infos`` merged in, ``labels`` (origin, prebuilt workload) on it and
         ``pod_labels`` on its pod templates, ``spec.managedBy`` cleared (Kueue's MultiKueue
         adapter)."""
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)((?:\[\d+\])*)")
+
+
+def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``value`` at a field path such as ``spec.workerGroups[0].replicas``, creating the
+    maps and list items on the way."""
+    parts: list[str | int] = []
+    for match in _PATH_PART.finditer(path):
+        parts.append(match.group(1))
+        parts.extend(int(i) for i in re.findall(r"\d+", match.group(2)))
+    node: Any = obj
+    for part, following in zip(parts, parts[1:], strict=False):
+        if isinstance(part, int):
+            node.extend({} for _ in range(part + 1 - len(node)))
+        elif node.get(part) is None:
+            node[part] = [] if isinstance(following, int) else {}
+        node = node[part]
+    if isinstance(parts[-1], int):
+        node.extend({} for _ in range(parts[-1] + 1 - len(node)))
+    node[parts[-1]] = value

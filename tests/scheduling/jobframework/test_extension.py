@@ -105,13 +105,6 @@ class Sleeper(jobframework.GenericJob):
                           ) -> list[jobframework.ScalablePodSet]:
         return [jobframework.ScalablePodSet(POD_SET, REPLICAS_PATH, int(replicas(manifest)))]
 
-    def scale(self, manifest: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
-        result = copy.deepcopy(dict(manifest))
-        spec = result.setdefault("spec", {})
-        groups = spec.setdefault("workerGroups", [{}])
-        groups[0]["replicas"] = counts[POD_SET]
-        return result
-
     def run_with_pod_sets_info(self, manifest: Mapping[str, Any],
                                infos: Sequence[jobframework.PodSetInfo]) -> dict[str, Any]:
         result = self.suspend(manifest, False)
