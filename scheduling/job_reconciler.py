@@ -1,16 +1,29 @@
-"""The job reconciler both cluster backends share (Kueue's ``jobframework/reconciler.go``):
-what starting, scaling, stopping and finishing any registered kind means for the stored job
-and its workloads.
+"""The job reconciler (Kueue's ``jobframework/reconciler.go``): what starting, scaling,
+stopping and finishing any registered kind means, driven the same way on every cluster
+backend.
 
-A backend (``multicluster.simulated.runner``, ``multicluster.kube.sync``) decides what to do
-with a job from its current workload (``should_run``, ``placed_on_worker``), asks the kind
-(``integration_of``) for the object it writes, and records the outcome here:
+``reconcile(job, backend)`` looks at the job's current workload and does one step:
 
-* ``pod_set_infos``: the admission's per-pod-set info (assigned flavors' node labels and
-  tolerations), as Kueue's ``getPodSetsInfoFromStatus`` builds it;
-* ``mark_started``: the job unsuspended, its ``Started`` event;
-* ``mark_suspended`` then ``release_stopped``: the job suspended, and once its pods are gone
-  the quota given back with a ``Stopped`` event (Kueue releases quota only then).
+* **start** the suspended job of an admitted workload: the backend creates what runs it,
+  with the admission's ``PodSetInfo`` per pod set (assigned flavors' node labels and
+  tolerations, as Kueue's ``getPodSetsInfoFromStatus`` builds them); the job is unsuspended
+  with a ``Started`` event;
+* **run** it: read the object and its pods from the backend, unsuspend it if the cluster
+  suspended it, bring an elastic job's copy to its slice's counts, store the status and tell
+  the workload lifecycle (PodsReady, reclaimable pods, Finished);
+* **stop** the job of a workload that is no longer admitted: suspend the object, and once
+  its pods are gone mark the job suspended and give the quota back with a ``Stopped`` event
+  (Kueue releases quota only then);
+* **clean up** the copy a cluster runs of a finished job.
+
+A backend is the one small interface ``ClusterBackend``: create, read (the object and its
+pods), patch and delete. ``multicluster.simulated.runner`` implements it on the simulated
+cluster's pods, ``multicluster.kube.sync`` on a Kubernetes API server. The two differ in one
+way the reconciler asks about (``ClusterBackend.runs_copies``): a Kubernetes cluster runs a
+copy of the stored object, which kueueweb patches to the admitted counts and deletes once
+finished; the simulated cluster runs the stored object itself, whose spec is the user's and
+whose extra pods wait gated for a scale-up's slice, as Kueue's elastic job ungater keeps
+them on a single cluster.
 
 It reads and writes the database, so it sits beside the models rather than in the pure
 ``scheduling.jobframework``.
@@ -19,14 +32,16 @@ It reads and writes the database, so it sits beside the models rather than in th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, Protocol
 
 from django.conf import settings
 
-from scheduling.choices import WorkloadPhase
+from scheduling.choices import EventType, WorkloadPhase
 from scheduling.jobframework import registry
-from scheduling.jobframework.interface import GenericJob
+from scheduling.jobframework.interface import GenericJob, JobReport
 from scheduling.jobframework.podsets import PodSetInfo
 from scheduling.jobframework.podsets import pod_set_infos as infos_from
 from scheduling.jobframework.workload import is_elastic as elastic_annotated
@@ -147,3 +162,212 @@ def release_stopped(job: Job, workloads: Sequence[Workload], wl: Workload | None
     for w in releasing:
         lifecycle.release_stopped(w, now=now)
     return releasing
+
+
+# =========================================================================================
+# One reconciler, any backend
+# =========================================================================================
+
+
+class Step(StrEnum):
+    """What ``reconcile`` did to a job."""
+
+    STARTED = "started"  # created on the cluster and unsuspended (again, if it was missing)
+    SCALED = "scaled"  # an elastic copy brought to its slice's counts
+    FINISHED = "finished"  # its workload finished
+    STOPPING = "stopping"  # suspended, waiting for its pods to go
+    SUSPENDED = "suspended"  # marked suspended, its pods gone
+    STOPPED = "stopped"  # its evicted workloads gave their quota back
+    RETRY = "retry"  # the workload changed meanwhile: reconcile again soon
+
+
+@dataclass(frozen=True)
+class ClusterObject:
+    """A job's object as its cluster has it, and its pods.
+
+    ``spec`` holds the copy's counts (``runs_copies`` backends); ``active_pods`` and
+    ``ready_pods`` count the pods the cluster runs for it; ``gone`` is a copy deleted after it
+    finished, whose last status is still known; ``report`` is the pods' own account when the
+    backend sees every pod (the simulated cluster), else the kind reads the status."""
+
+    suspended: bool
+    status: Mapping[str, Any]
+    spec: Mapping[str, Any] | None = None
+    resource_version: str = ""
+    active_pods: int = 0
+    ready_pods: int = 0
+    deleting: bool = False
+    gone: bool = False
+    report: JobReport | None = None
+
+
+class PatchRefused(Exception):
+    """The cluster does not let kueueweb patch the object (Kueue's MultiKueue role may
+    create and delete jobs only)."""
+
+
+class ClusterBackend(Protocol):
+    """Where jobs run: the four calls the reconciler makes."""
+
+    # The cluster runs a copy of the stored object: kueueweb patches the copy to the
+    # admitted counts, creates it again if it goes missing, and deletes it once finished or
+    # stopped. Otherwise the cluster runs the stored object itself.
+    runs_copies: bool
+    # The domain (cluster) whose flavors place the pods.
+    cluster_id: int
+    # Where the job runs, for its events: " on cluster NAME", or "" for the domain's own.
+    location: str
+
+    def create(self, job: Job, wl: Workload, infos: Sequence[PodSetInfo]) -> bool:
+        """Create what runs ``job`` for ``wl`` (the object, its pods or gang), with ``infos``
+        injected; False when it cannot yet (the backend said why)."""
+
+    def read(self, job: Job, wl: Workload, *, fetch: bool = True,
+             full: bool = False) -> ClusterObject | None:
+        """The job's object and its pods, None when the cluster has none. ``fetch=False``
+        answers from what the backend already knows; ``full`` asks for the whole spec (to
+        patch a count inside a list)."""
+
+    def patch(self, job: Job, patch: Mapping[str, Any]) -> ClusterObject | None:
+        """Apply a merge patch to the object (raises ``PatchRefused``); None if it is gone."""
+
+    def delete(self, job: Job, *, reason: str) -> None:
+        """Delete the object and its pods."""
+
+
+def reconcile(job: Job, backend: ClusterBackend, *, now: datetime,
+              events: list[Event]) -> set[Step]:
+    """One step of ``job`` on ``backend`` (see the module's docstring)."""
+    workloads = list(job.workloads.all())
+    wl = slices.current_slice(workloads)
+    if placed_on_worker(wl):
+        # MultiKueue mirrors the worker's job onto this one.
+        return set()
+    if should_run(wl):
+        assert wl is not None
+        if not job.suspend:
+            return _run(job, wl, backend, now=now, events=events)
+        if is_finished(job):
+            return set()
+        return _start(job, wl, backend, now=now, events=events)
+    if wl is None or wl.phase == WorkloadPhase.FINISHED or is_finished(job):
+        if backend.runs_copies:
+            copy = backend.read(job, wl, fetch=False) if wl is not None else None
+            if copy is not None and not copy.gone:
+                backend.delete(job, reason="its workload finished")
+        return set()
+    return _stop(job, wl, workloads, backend, now=now, events=events)
+
+
+def _start(job: Job, wl: Workload, backend: ClusterBackend, *, now: datetime,
+           events: list[Event]) -> set[Step]:
+    infos = pod_set_infos(backend.cluster_id, wl, elastic_job=is_elastic(job))
+    if not backend.create(job, wl, infos):
+        return set()  # the backend said why (and finished a workload that cannot start)
+    mark_started(job, wl, now=now, events=events,
+                 where=f"; running{backend.location}" if backend.location else "")
+    return {Step.STARTED}
+
+
+def _run(job: Job, wl: Workload, backend: ClusterBackend, *, now: datetime,
+         events: list[Event]) -> set[Step]:
+    integration = integration_of(job)
+    steps: set[Step] = set()
+    obj = backend.read(job, wl)
+    if obj is None:
+        # Deleted behind our back while the workload is admitted: run it again.
+        infos = pod_set_infos(backend.cluster_id, wl, elastic_job=is_elastic(job))
+        if backend.create(job, wl, infos):
+            events.append(lifecycle.workload_event(
+                wl, "Recreated", f"The job was missing{backend.location} and was created "
+                "again", now=now,
+                type_=EventType.WARNING, kind=job.kind))
+            return {Step.STARTED}
+        return set()
+    if obj.deleting:
+        return steps
+    elastic_job = is_elastic(job)
+    if not obj.gone:
+        if obj.suspended and integration.finished(obj.status) is None:
+            # Admitted, so the job runs (Kueue's job reconciler unsuspends it).
+            backend.patch(job, integration.suspend({}, False))
+        if elastic_job and backend.runs_copies and _scale_copy(
+                job, wl, obj, backend, now=now, events=events):
+            steps.add(Step.SCALED)
+    status = dict(obj.status)
+    if status and status != job.status:
+        job.status = status
+        job.save(update_fields=["status", "resource_version", "updated_at"])
+    report = obj.report or integration.report(
+        job.manifest, status, wanted=admitted_pods(wl, elastic_job=elastic_job),
+        ready_pods=obj.ready_pods)
+    if not lifecycle.sync_job_status(wl, report, now=now, events=events):
+        return steps | {Step.RETRY}
+    if report.finished is not None:
+        steps.add(Step.FINISHED)
+        if backend.runs_copies and not obj.gone:
+            backend.delete(job, reason="its workload finished")
+    return steps
+
+
+def _scale_copy(job: Job, wl: Workload, obj: ClusterObject, backend: ClusterBackend, *,
+                now: datetime, events: list[Event]) -> bool:
+    """Bring the copy to the admitted counts of its scalable pod sets."""
+    integration = integration_of(job)
+    counts = {info.name: info.count for info in pod_set_infos(backend.cluster_id, wl,
+                                                                elastic_job=True)}
+    current = {"spec": dict(obj.spec or {})}
+    changes = [(ps.path, ps.count, counts[ps.name])
+               for ps in integration.scalable_pod_sets(current)
+               if ps.name in counts and ps.count != counts[ps.name]]
+    if not changes:
+        return False
+    scaled = integration.scale(current, counts)["spec"]
+    keys = [k for k, v in scaled.items() if current["spec"].get(k) != v]
+    patch: dict[str, Any]
+    if all(isinstance(scaled[k], (bool, int, float, str)) for k in keys):
+        patch = {"spec": {k: scaled[k] for k in keys}}
+    else:
+        # A count inside a list (a worker group's replicas): a merge patch replaces the list
+        # whole, so it goes as the cluster has it, templates and all, guarded by the
+        # object's resourceVersion.
+        whole_obj = backend.read(job, wl, full=True)
+        if whole_obj is None:
+            return False
+        whole = integration.scale({"spec": dict(whole_obj.spec or {})}, counts)["spec"]
+        patch = {"metadata": {"resourceVersion": whole_obj.resource_version},
+                 "spec": {k: whole[k] for k in keys}}
+    backend.patch(job, patch)
+    change = ", ".join(f"{path} {old} -> {new}" for path, old, new in changes)
+    events.append(lifecycle.workload_event(
+        wl, "Scaled", f"{change}{backend.location}",
+        now=now, kind=job.kind))
+    return True
+
+
+def _stop(job: Job, wl: Workload, workloads: Sequence[Workload], backend: ClusterBackend, *,
+          now: datetime, events: list[Event]) -> set[Step]:
+    """Suspend the object; once its pods are gone mark the job suspended and release."""
+    steps: set[Step] = set()
+    # The backend may not know yet of a job started moments ago: ask.
+    obj = backend.read(job, wl, fetch=not job.suspend)
+    if obj is not None and obj.gone:
+        obj = None
+    if obj is not None:
+        if not obj.suspended and not obj.deleting:
+            try:
+                obj = backend.patch(job, integration_of(job).suspend({}, True)) or obj
+            except PatchRefused:
+                backend.delete(job, reason="it may not be suspended")
+                obj = None
+        if obj is not None:
+            if obj.active_pods > 0:
+                return {Step.STOPPING}
+            if backend.runs_copies:
+                backend.delete(job, reason="its workload was evicted")
+    if not job.suspend:
+        mark_suspended(job, now=now)
+        steps.add(Step.SUSPENDED)
+    if release_stopped(job, workloads, wl, now=now, events=events):
+        steps.add(Step.STOPPED)
+    return steps

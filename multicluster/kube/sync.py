@@ -10,7 +10,8 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
 1. **observe**: list + watch the Jobs and Pods carrying our
    ``kueue.x-k8s.io/multikueue-origin`` label, resuming from the resource versions of the
    last pass (kept in the cache, not in process memory, so any worker can take over);
-2. for each local job of the domain:
+2. for each local job of the domain, ``scheduling.job_reconciler.reconcile`` with this pass
+   as its backend (the cluster runs a copy of the stored object):
 
    - **start** the job of an admitted workload: create the remote Job (and the gang
      Workload where served) and mark the local job unsuspended;
@@ -70,6 +71,7 @@ from multicluster.models import Cluster
 from scheduling import job_reconciler as reconciler
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.pod_security import SYSTEM_NAMESPACES
+from scheduling.jobframework import PodSetInfo
 from scheduling.models import Event, Job, Workload
 from scheduling.workload import lifecycle, slices
 
@@ -207,6 +209,8 @@ class _Pass:
     def __init__(self, cluster: Cluster, backend: KubeBackend, *, now: datetime,
                  outcome: KubeSyncOutcome) -> None:
         self.cluster = cluster
+        self.cluster_id = cluster.pk
+        self.location = f" on cluster {cluster.name}"
         self.backend = backend
         self.now = now
         self.outcome = outcome
@@ -269,7 +273,7 @@ class _Pass:
         for job in candidates:
             try:
                 self._reconcile(job)
-            except KubeApiError as exc:
+            except (KubeApiError, reconciler.PatchRefused) as exc:
                 # One job's refused call must not hold up the others.
                 wl = slices.current_slice(job.workloads.all())
                 message = f"Syncing the job with cluster {self.cluster.name} failed: {exc}"
@@ -308,23 +312,15 @@ class _Pass:
         return remote
 
     def _reconcile(self, job: Job) -> None:
-        workloads = list(job.workloads.all())
-        wl = slices.current_slice(workloads)
-        if reconciler.placed_on_worker(wl):
-            return
-        remote = self._remote_of(job)
-        if reconciler.should_run(wl):
-            assert wl is not None
-            if job.suspend:
-                self._start(job, wl)
-            else:
-                self._running(job, wl, remote)
-            return
-        if wl is None or wl.phase == WorkloadPhase.FINISHED or reconciler.is_finished(job):
-            if remote is not None:
-                self._delete_remote(job, reason="its workload finished")
-            return
-        self._stop(job, wl, workloads, remote)
+        steps = reconciler.reconcile(job, self, now=self.now, events=self.events)
+        key = f"{job.namespace}/{job.name}"
+        for step, names in ((reconciler.Step.STARTED, self.outcome.started),
+                            (reconciler.Step.SCALED, self.outcome.scaled),
+                            (reconciler.Step.FINISHED, self.outcome.finished),
+                            (reconciler.Step.STOPPING, self.outcome.stopping),
+                            (reconciler.Step.STOPPED, self.outcome.stopped)):
+            if step in steps:
+                names.append(key)
 
     # --- start --------------------------------------------------------------------------
 
@@ -333,7 +329,7 @@ class _Pass:
             self._gang = self.backend.supports_gang_workloads()
         return self._gang
 
-    def _create_remote(self, job: Job, wl: Workload) -> bool:
+    def _create_remote(self, job: Job, wl: Workload, infos: Sequence[PodSetInfo]) -> bool:
         """Create the cluster's Job (and gang Workload); False when it must wait."""
         if job.namespace in SYSTEM_NAMESPACES:
             # Refused at submission; a job stored before that rule still never gets there.
@@ -343,8 +339,6 @@ class _Pass:
             self.outcome.finished.append(f"{job.namespace}/{job.name}")
             return False
         integration = reconciler.integration_of(job)
-        elastic_job = reconciler.is_elastic(job)
-        infos = reconciler.pod_set_infos(self.cluster.pk, wl, elastic_job=elastic_job)
         gang = self._gang_supported()
         body = remote_object(
             integration, job.manifest, namespace=job.namespace, origin=origin(),
@@ -412,7 +406,11 @@ class _Pass:
                 kind=wl.job.kind if wl.job is not None else "Workload"))
         logger.warning("cluster %s: %s", self.cluster.name, message)
 
-    def _start(self, job: Job, wl: Workload) -> None:
+    # --- the reconciler's backend (job_reconciler.ClusterBackend) ---------------------
+
+    runs_copies = True
+
+    def create(self, job: Job, wl: Workload, infos: Sequence[PodSetInfo]) -> bool:
         kind = self._key(job)[0]
         if kind in self.unserved:
             integration = reconciler.integration_of(job)
@@ -420,97 +418,63 @@ class _Pass:
                        f"{integration.plural}.{integration.group}/{integration.version}: the "
                        f"CustomResourceDefinition of {integration.kind} is not installed; the "
                        "job starts once it is")
-            return
-        if not self._create_remote(job, wl):
-            return
-        reconciler.mark_started(job, wl, now=self.now, events=self.events,
-                                where=f"; running on cluster {self.cluster.name}")
-        self.outcome.started.append(f"{job.namespace}/{job.name}")
+            return False
+        return self._create_remote(job, wl, infos)
 
-    # --- running: scale and report ------------------------------------------------------
-
-    def _running(self, job: Job, wl: Workload, remote: dict[str, Any] | None) -> None:
-        key = f"{job.namespace}/{job.name}"
+    def read(self, job: Job, wl: Workload | None, *, fetch: bool = True,
+             full: bool = False) -> reconciler.ClusterObject | None:
         integration = reconciler.integration_of(job)
-        resource = self._resource(job)
-        tombstone = self.remote.get(self._key(job)) if remote is None else None
-        if (remote is None and tombstone is not None
-                and integration.finished(tombstone.get("status"))):
-            remote = tombstone  # finished, then deleted (ttlSecondsAfterFinished): report it
-        if remote is None:
-            fetched = self.backend.get_job(job.namespace, job.name, resource=resource)
+        if full:
+            fetched = self.backend.get_job(job.namespace, job.name, resource=self._resource(job))
             if fetched is None:
-                # Deleted behind our back while the workload is admitted: run it again.
-                if self._create_remote(job, wl):
-                    self.events.append(lifecycle.workload_event(
-                        wl, "Recreated", f"The job was missing on cluster {self.cluster.name} "
-                        "and was created again", now=self.now, type_=EventType.WARNING,
-                        kind=job.kind))
-                    self.outcome.started.append(key)
-                return
+                return None
+            metadata = fetched.get("metadata") or {}
+            return self._object(job, reduce_job(fetched, integration.is_suspended),
+                                spec=fetched.get("spec") or {},
+                                resource_version=str(metadata.get("resourceVersion") or ""))
+        remote = self._remote_of(job)
+        if remote is None:
+            tombstone = self.remote.get(self._key(job))
+            if (tombstone is not None and tombstone.get(TOMBSTONE)
+                    and integration.finished(tombstone.get("status"))):
+                # Finished, then deleted (ttlSecondsAfterFinished): its status still counts.
+                return self._object(job, tombstone, gone=True)
+            if not fetch:
+                return None
+            # The watch may not have seen a job created moments ago: ask.
+            fetched = self.backend.get_job(job.namespace, job.name, resource=self._resource(job))
+            if fetched is None:
+                return None
             remote = reduce_job(fetched, integration.is_suspended)
-        if remote.get("deleting"):
-            return
-        elastic_job = reconciler.is_elastic(job)
-        wanted = reconciler.admitted_pods(wl, elastic_job=elastic_job)
-        if not remote.get(TOMBSTONE):
-            if remote.get("suspend") and integration.finished(remote.get("status")) is None:
-                # Admitted, so the job runs (Kueue's job reconciler unsuspends it).
-                self.backend.patch_job(job.namespace, job.name,
-                                       integration.suspend({}, False), resource=resource)
-            if elastic_job:
-                infos = reconciler.pod_set_infos(self.cluster.pk, wl, elastic_job=True)
-                self._scale_remote(job, wl, remote, {info.name: info.count for info in infos})
-        self._report(job, wl, remote, wanted=wanted)
+        return self._object(job, remote)
 
-    def _scale_remote(self, job: Job, wl: Workload, remote: Mapping[str, Any],
-                      counts: Mapping[str, int]) -> None:
-        """Bring the cluster's object to the admitted counts of its scalable pod sets."""
+    def _object(self, job: Job, remote: Mapping[str, Any], *, gone: bool = False,
+                spec: Mapping[str, Any] | None = None,
+                resource_version: str = "") -> reconciler.ClusterObject:
+        status = remote.get("status") or {}
+        uid = str(job.uid)
+        return reconciler.ClusterObject(
+            suspended=bool(remote.get("suspend")), status=status,
+            spec=remote.get("spec") or {} if spec is None else spec,
+            resource_version=resource_version, deleting=bool(remote.get("deleting")),
+            active_pods=max(int(status.get("active", 0) or 0), self.active_pods[uid]),
+            ready_pods=self.ready_pods[uid], gone=gone)
+
+    def patch(self, job: Job, patch: Mapping[str, Any]) -> reconciler.ClusterObject | None:
         integration = reconciler.integration_of(job)
-        resource = self._resource(job)
-        current = {"spec": remote.get("spec") or {}}
-        changes = [(ps.path, ps.count, counts[ps.name])
-                   for ps in integration.scalable_pod_sets(current)
-                   if ps.name in counts and ps.count != counts[ps.name]]
-        if not changes:
-            return
-        scaled = integration.scale(current, counts)["spec"]
-        keys = [k for k, v in scaled.items() if current["spec"].get(k) != v]
-        patch: dict[str, Any]
-        if all(isinstance(scaled[k], (bool, int, float, str)) for k in keys):
-            patch = {"spec": {k: scaled[k] for k in keys}}
-        else:
-            # A count inside a list (a worker group's replicas): a merge patch replaces the
-            # list whole, so it goes as the cluster has it, templates and all, guarded by
-            # the object's resourceVersion.
-            full = self.backend.get_job(job.namespace, job.name, resource=resource)
-            if full is None:
-                return
-            whole = integration.scale({"spec": full.get("spec") or {}}, counts)["spec"]
-            patch = {"metadata": {"resourceVersion": (full.get("metadata") or {}).get(
-                "resourceVersion")}, "spec": {k: whole[k] for k in keys}}
-        self.backend.patch_job(job.namespace, job.name, patch, resource=resource)
-        change = ", ".join(f"{path} {old} -> {new}" for path, old, new in changes)
-        self.events.append(lifecycle.workload_event(
-            wl, "Scaled", f"{change} on cluster {self.cluster.name}", now=self.now,
-            kind=job.kind))
-        self.outcome.scaled.append(f"{job.namespace}/{job.name}")
+        try:
+            patched = self.backend.patch_job(job.namespace, job.name, patch,
+                                             resource=self._resource(job))
+        except KubeApiError as exc:
+            if exc.forbidden:
+                raise reconciler.PatchRefused(str(exc)) from exc
+            raise
+        if patched is None:
+            return None
+        return self._object(job, reduce_job(patched, integration.is_suspended))
 
-    def _report(self, job: Job, wl: Workload, remote: Mapping[str, Any], *, wanted: int) -> None:
-        key = f"{job.namespace}/{job.name}"
-        status: dict[str, Any] = dict(remote.get("status") or {})
-        if status and status != job.status:
-            job.status = status
-            job.save(update_fields=["status", "resource_version", "updated_at"])
-        report = reconciler.integration_of(job).report(
-            job.manifest, status, wanted=wanted, ready_pods=self.ready_pods[str(job.uid)])
-        finished = report.finished
-        if not lifecycle.sync_job_status(wl, report, now=self.now, events=self.events):
-            return
-        if finished is not None:
-            self.outcome.finished.append(key)
-            if not remote.get(TOMBSTONE):
-                self._delete_remote(job, reason="its workload finished")
+    def delete(self, job: Job, *, reason: str) -> None:
+        self._delete_remote(job, reason=reason)
 
     # --- stop and clean up --------------------------------------------------------------
 
@@ -546,37 +510,3 @@ class _Pass:
             except KubeApiError as exc:
                 logger.warning("cluster %s: leftover %s %s not deleted: %s",
                                self.cluster.name, key[0], key[1], exc)
-
-    def _stop(self, job: Job, wl: Workload, workloads: Sequence[Workload],
-              remote: dict[str, Any] | None) -> None:
-        """Suspend the cluster's object; once its pods are gone delete it and release."""
-        key = f"{job.namespace}/{job.name}"
-        resource = self._resource(job)
-        if remote is None and not job.suspend:
-            # The watch may not have seen a job created moments ago: ask.
-            fetched = self.backend.get_job(job.namespace, job.name, resource=resource)
-            remote = (reduce_job(fetched, reconciler.integration_of(job).is_suspended)
-                      if fetched is not None else None)
-        if remote is not None:
-            if not remote.get("suspend") and not remote.get("deleting"):
-                try:
-                    self.backend.suspend_job(
-                        job.namespace, job.name, resource=resource,
-                        patch=reconciler.integration_of(job).suspend({}, True))
-                except KubeApiError as exc:
-                    if not exc.forbidden:
-                        raise
-                    # May not patch jobs (Kueue's MultiKueue role): delete instead.
-                    self._delete_remote(job, reason="it may not be suspended")
-                    remote = None
-            if remote is not None:
-                status = remote.get("status") or {}
-                active = max(int(status.get("active", 0) or 0), self.active_pods[str(job.uid)])
-                if active > 0:
-                    self.outcome.stopping.append(key)
-                    return
-                self._delete_remote(job, reason="its workload was evicted")
-        if not job.suspend:
-            reconciler.mark_suspended(job, now=self.now)
-        if reconciler.release_stopped(job, workloads, wl, now=self.now, events=self.events):
-            self.outcome.stopped.append(key)

@@ -3,32 +3,34 @@
 One pass (``sync_cluster``) plays the parts of a Kubernetes cluster and of Kueue's job
 reconciler, in order:
 
-1. **stop** jobs whose workload is no longer admitted (evicted, deactivated, deleted):
-   suspend the job, delete its running pods, then give the quota back (the second phase of
-   an eviction: Kueue releases quota only once the pods are gone);
-2. **start** jobs whose workload is admitted: unsuspend, create one pod group per pod set
-   (the v1.35 Workload API gang, ``minCount`` = the pod set's minCount or all admitted
-   pods) and its pods, with the assigned flavors' node labels as node selector and their
-   tolerations;
-3. **advance** pods in time: a bound pod is ready after the start delay, finishes after its
+1. **advance** pods in time: a bound pod is ready after the start delay, finishes after its
    run time (``kueueweb.io/run-seconds`` or a ``sleep`` in its command), or fails if a fault
    was injected;
-4. **report** each job's status (active, ready, succeeded, failed, Complete / Failed after
-   ``backoffLimit`` failures), create replacement pods as the Job controller does, and feed
-   the status to the workload lifecycle (PodsReady, dynamic reclaim, Finished);
-   **elastic jobs** (``kueue.x-k8s.io/elastic-job``, workload slices) run on their
-   current slice (``scheduling.workload.slices.current_slice``: the admitted one while a scale-up
-   slice waits) and follow ``spec.parallelism``: the Job controller keeps
-   min(parallelism, pods still to succeed) pods, of which at most the slice's admitted
-   count (lowered in place by a scale-down) run; the others wait with the scheduling gate
-   ``kueue.x-k8s.io/elastic-job`` (Pending, SchedulingGated). When a new slice is admitted
-   the gated pods are ungated (Kueue's elastic job ungater: lowest names first) and the
-   job's pods and pod groups move to the new slice; on a scale-down the excess pods are
-   deleted as the Job controller does (gated and unbound first, then not ready, then the
-   most recently started; event ``SuccessfulDelete``). Parallelism 0 runs no pods and does
-   not complete the job. The job status counts gated pods as active; the workload
-   lifecycle sees the ungated ones only;
-5. **schedule** waiting pods: a gang binds only when ``minCount`` of its pods fit at once,
+2. **reconcile** each job with ``scheduling.job_reconciler.reconcile`` on this cluster as its
+   backend (``SimulatedCluster``):
+
+   - **stop** a job whose workload is no longer admitted (evicted, deactivated, deleted):
+     suspending it deletes its running pods, then the quota is given back (the second phase
+     of an eviction: Kueue releases quota only once the pods are gone);
+   - **start** a job whose workload is admitted: one pod group per pod set (the v1.35
+     Workload API gang, ``minCount`` = the pod set's minCount or all admitted pods) and its
+     pods, with the assigned flavors' node labels as node selector and their tolerations;
+   - **run** it: the kind's simulated controller replaces, scales and finishes its pods
+     and reports its status (active, ready, succeeded, failed, Complete / Failed after
+     ``backoffLimit`` failures), which goes to the workload lifecycle (PodsReady, dynamic
+     reclaim, Finished). **Elastic jobs** (``kueue.x-k8s.io/elastic-job``, workload slices)
+     run on their current slice (``scheduling.workload.slices.current_slice``: the admitted
+     one while a scale-up slice waits) and follow ``spec.parallelism``: the Job controller
+     keeps min(parallelism, pods still to succeed) pods, of which at most the slice's
+     admitted count (lowered in place by a scale-down) run; the others wait with the
+     scheduling gate ``kueue.x-k8s.io/elastic-job`` (Pending, SchedulingGated). When a new
+     slice is admitted the gated pods are ungated (Kueue's elastic job ungater: lowest names
+     first) and the job's pods and pod groups move to the new slice; on a scale-down the
+     excess pods are deleted as the Job controller does (gated and unbound first, then not
+     ready, then the most recently started; event ``SuccessfulDelete``). Parallelism 0 runs
+     no pods and does not complete the job. The job status counts gated pods as active; the
+     workload lifecycle sees the ungated ones only;
+3. **schedule** waiting pods: a gang binds only when ``minCount`` of its pods fit at once,
    otherwise it waits and its attempt is rejected after the gang scheduling timeout
    (5 minutes) and retried; replacement and ungated pods are placed one by one; gated pods
    are never placed.
@@ -59,11 +61,12 @@ from multicluster.models import Cluster, Node, Pod, PodGroup
 from scheduling import job_reconciler as reconciler
 from scheduling import jobframework
 from scheduling.choices import EventType, WorkloadPhase
+from scheduling.core.patch import merge_patch
 from scheduling.core.quantities import quantity_to_int
-from scheduling.models import Event, Job, Workload, name_order
+from scheduling.models import Event, Job, Workload
 from scheduling.scheduler import admission
 from scheduling.workload import conditions as cond
-from scheduling.workload import lifecycle, slices
+from scheduling.workload import lifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -161,10 +164,8 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
         # The quota its stopped and finished jobs give back is written after every job row
         # of the pass: a scale holds its job's row while it writes the queue's.
         with admission.quota_releases_last():
-            _stop_jobs(cluster, now=now, events=events, outcome=outcome)
-            _start_jobs(cluster, sim, now=now, events=events, outcome=outcome)
             outcome.advanced = _advance_pods(cluster, now=now)
-            _report(cluster, now=now, events=events, outcome=outcome)
+            _reconcile_jobs(cluster, now=now, events=events, outcome=outcome)
             _schedule(cluster, sim, now=now, events=events, outcome=outcome)
         Event.objects.bulk_create(events)
         if events or outcome.changed:
@@ -180,48 +181,36 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
 # =========================================================================================
 
 
-def _stop_jobs(cluster: Cluster, *, now: datetime, events: list[Event],
-               outcome: SyncOutcome) -> None:
-    """Suspend running jobs whose workload is not admitted any more; once their pods are
-    gone, the workload's quota is released."""
-    running = Job.objects.filter(cluster=cluster, suspend=False).prefetch_related("workloads")
-    for job in running:
-        if reconciler.is_finished(job):
-            continue
-        workloads = list(job.workloads.all())
-        wl = slices.current_slice(workloads)
-        if reconciler.should_run(wl) or reconciler.placed_on_worker(wl):
-            # Running here, or a MultiKueue hub job whose status mirrors its worker's.
-            continue
-        Pod.objects.filter(job=job, phase__in=_ACTIVE_PHASES).delete()
-        PodGroup.objects.filter(job=job).delete()
-        reconciler.mark_suspended(job, now=now)
-        outcome.stopped.append(f"{job.namespace}/{job.name}")
-        reconciler.release_stopped(job, workloads, wl, now=now, events=events)
+class SimulatedCluster:
+    """The simulated cluster as a ``job_reconciler.ClusterBackend``: it runs the stored job
+    itself (``runs_copies`` False), as pods of the ``Pod`` table that its kind's simulated
+    controller (``GenericJob.simulated``) creates, replaces, gates and deletes."""
 
+    runs_copies = False
+    location = ""
 
-def _start_jobs(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
-                events: list[Event], outcome: SyncOutcome) -> None:
-    """Unsuspend the jobs of admitted workloads and create their pod groups and pods."""
-    admitted = Workload.objects.filter(
-        cluster=cluster, phase=WorkloadPhase.ADMITTED, active=True, cluster_name="",
-        job__isnull=False, job__suspend=True,
-    ).select_related("job").order_by()
-    for wl in sorted(admitted, key=name_order):  # sorted here: see name_order
-        job = wl.job
-        assert job is not None
-        if cond.is_true(wl.conditions, "Evicted") or reconciler.is_finished(job):
-            continue
+    def __init__(self, cluster: Cluster, *, now: datetime, events: list[Event]) -> None:
+        self.cluster, self.cluster_id = cluster, cluster.pk
+        self.now, self.events = now, events
+        self.pods: dict[int, list[Pod]] = defaultdict(list)
+
+    def load_pods(self, jobs: Sequence[Job]) -> None:
+        """Read the pods of ``jobs`` (one query for a pass)."""
+        for job in jobs:
+            self.pods[job.pk] = []
+        for pod in Pod.objects.filter(job__in=jobs).order_by("created_at", "id"):
+            assert pod.job_id is not None
+            self.pods[pod.job_id].append(pod)
+
+    def create(self, job: Job, wl: Workload, infos: Sequence[jobframework.PodSetInfo]) -> bool:
+        """One pod group per pod set (the v1.35 Workload API gang, ``minCount`` = the pod
+        set's minCount or all its first pods) and its pods."""
         controller = reconciler.integration_of(job).simulated
         if controller is None:
-            continue  # a kind the simulated cluster cannot run
+            return False  # a kind the simulated cluster cannot run
         elastic_job = reconciler.is_elastic(job)
-        if elastic_job:
-            current = slices.current_slice(job.workloads.all())
-            if current is None or current.pk != wl.pk:
-                continue  # an older slice still admitted: the job runs on the newest
         pod_sets = {ps.get("name", "main"): ps for ps in wl.pod_sets}
-        for info in reconciler.pod_set_infos(cluster.pk, wl, elastic_job=elastic_job):
+        for info in infos:
             pod_set = pod_sets.get(info.name, {})
             remaining = controller.first_pods(job.manifest, job.status or {}, info, pod_set,
                                               elastic=elastic_job)
@@ -229,12 +218,120 @@ def _start_jobs(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
                 continue
             min_count = pod_set.get("minCount") or info.count
             group = PodGroup.objects.create(
-                cluster=cluster, workload=wl, job=job, pod_set=info.name,
-                min_count=min(int(min_count), remaining), created_at=now, waiting_since=now,
+                cluster=self.cluster, workload=wl, job=job, pod_set=info.name,
+                min_count=min(int(min_count), remaining), created_at=self.now,
+                waiting_since=self.now,
             )
-            _create_pods(cluster, job, wl, pod_set, remaining, group=group, info=info, now=now)
-        reconciler.mark_started(job, wl, now=now, events=events)
-        outcome.started.append(f"{job.namespace}/{job.name}")
+            _create_pods(self.cluster, job, wl, pod_set, remaining, group=group, info=info,
+                         now=self.now)
+        self.pods.pop(job.pk, None)  # read again when the job is next reconciled
+        return True
+
+    def read(self, job: Job, wl: Workload | None, *, fetch: bool = True,
+             full: bool = False) -> reconciler.ClusterObject | None:
+        """The stored job and its pods. For a job that runs, its kind's controller acts on
+        its pods first (replacing, scaling and finishing them) and tells what they say;
+        an elastic job's pods and pod groups follow its current slice."""
+        if job.suspend:
+            return None
+        if job.pk not in self.pods:
+            self.load_pods([job])
+        pods = self.pods[job.pk]
+        integration = reconciler.integration_of(job)
+        controller = integration.simulated
+        if (wl is None or not reconciler.should_run(wl) or controller is None
+                or integration.finished(job.status) is not None):
+            return self._as_is(job, pods)
+        elastic_job = reconciler.is_elastic(job)
+        if elastic_job:
+            _follow_slice(job, wl)
+        status, report = controller.reconcile(
+            job.manifest, job.status or {},
+            _JobPods(self.cluster, job, wl, pods, now=self.now, events=self.events),
+            admitted=reconciler.admitted_pods(wl, elastic_job=False),
+            allowed=reconciler.admitted_pods(wl, elastic_job=elastic_job),
+            elastic=elastic_job, now=self.now)
+        return reconciler.ClusterObject(suspended=False, status=status, report=report)
+
+    @staticmethod
+    def _as_is(job: Job, pods: Sequence[Pod]) -> reconciler.ClusterObject:
+        active = [p for p in pods if p.phase in _ACTIVE_PHASES]
+        return reconciler.ClusterObject(
+            suspended=job.suspend, status=job.status or {}, active_pods=len(active),
+            ready_pods=sum(1 for p in active if p.ready))
+
+    def patch(self, job: Job, patch: Mapping[str, Any]) -> reconciler.ClusterObject | None:
+        """The kind's controller acts on the patched spec: suspending deletes the job's
+        active pods and its pod groups. The stored job is written by the reconciler."""
+        patched = merge_patch(job.manifest, patch)
+        if not reconciler.integration_of(job).is_suspended(patched):
+            return self._as_is(job, self.pods.get(job.pk, []))
+        Pod.objects.filter(job=job, phase__in=_ACTIVE_PHASES).delete()
+        PodGroup.objects.filter(job=job).delete()
+        self.pods.pop(job.pk, None)
+        return reconciler.ClusterObject(suspended=True, status=job.status or {})
+
+    def delete(self, job: Job, *, reason: str) -> None:
+        """The object is the stored job: deleting it is the job's deletion (its pods and
+        pod groups go with it through their foreign keys)."""
+        Pod.objects.filter(job=job).delete()
+        PodGroup.objects.filter(job=job).delete()
+        self.pods.pop(job.pk, None)
+
+
+def _candidates(cluster: Cluster) -> list[Job]:
+    """The jobs a pass reconciles: those that run (or are marked so) and the suspended jobs
+    of admitted workloads that are not evicted."""
+    running = list(Job.objects.filter(cluster=cluster, suspend=False)
+                   .prefetch_related("workloads"))
+    admitted = Workload.objects.filter(
+        cluster=cluster, phase=WorkloadPhase.ADMITTED, active=True, cluster_name="",
+        job__isnull=False, job__suspend=True,
+    ).order_by().values_list("job_id", "conditions")
+    starting = {job_id for job_id, conditions in admitted
+                if not cond.is_true(conditions, "Evicted")}
+    jobs = running + list(Job.objects.filter(pk__in=starting).prefetch_related("workloads"))
+    # In the default order, sorted here rather than in SQL: see models.name_order.
+    return sorted(jobs, key=lambda job: (job.namespace, job.name))
+
+
+def _reconcile_jobs(cluster: Cluster, *, now: datetime, events: list[Event],
+                    outcome: SyncOutcome) -> None:
+    """``job_reconciler.reconcile`` for every job of the pass. A job started here is
+    reconciled once more, as its update would have it in Kubernetes, so that its first
+    pods are reported in the same pass."""
+    backend = SimulatedCluster(cluster, now=now, events=events)
+    jobs = _candidates(cluster)
+    backend.load_pods([job for job in jobs if not job.suspend])
+    started = []
+    for job in jobs:
+        steps = reconciler.reconcile(job, backend, now=now, events=events)
+        _record(job, steps, outcome, now=now)
+        if reconciler.Step.STARTED in steps:
+            started.append(job)
+    backend.load_pods(started)
+    for job in started:
+        _record(job, reconciler.reconcile(job, backend, now=now, events=events), outcome,
+                now=now)
+    for ready_at, finish_at in Pod.objects.filter(cluster=cluster, phase__in=_ACTIVE_PHASES
+                                                  ).filter(Q(ready_at__gt=now)
+                                                           | Q(finish_at__gt=now)
+                                                           ).values_list("ready_at",
+                                                                         "finish_at"):
+        outcome.due(ready_at if ready_at and ready_at > now else finish_at)
+
+
+def _record(job: Job, steps: set[reconciler.Step], outcome: SyncOutcome, *,
+            now: datetime) -> None:
+    key = f"{job.namespace}/{job.name}"
+    if reconciler.Step.STARTED in steps:
+        outcome.started.append(key)
+    if reconciler.Step.SUSPENDED in steps:
+        outcome.stopped.append(key)
+    if reconciler.Step.FINISHED in steps:
+        outcome.finished.append(key)
+    if reconciler.Step.RETRY in steps:
+        outcome.due(now)
 
 
 def _create_pods(cluster: Cluster, job: Job, wl: Workload, pod_set: Mapping[str, Any],
@@ -461,50 +558,6 @@ class _JobPods:
         for pod in opened:
             pod.scheduling_gates, pod.reason, pod.message = [], "", ""
         Pod.objects.bulk_update(opened, ["scheduling_gates", "reason", "message"])
-
-
-def _report(cluster: Cluster, *, now: datetime, events: list[Event],
-            outcome: SyncOutcome) -> None:
-    """Let each running job's kind controller replace, scale and finish its pods (elastic
-    jobs: follow the admitted slice), store the job's status, and tell the workload
-    lifecycle."""
-    running = list(Job.objects.filter(cluster=cluster, suspend=False)
-                   .prefetch_related("workloads"))
-    if not running:
-        return
-    pods: dict[int | None, list[Pod]] = defaultdict(list)
-    for pod in Pod.objects.filter(job__in=running).order_by("created_at", "id"):
-        pods[pod.job_id].append(pod)
-    for pending in Pod.objects.filter(cluster=cluster, phase__in=_ACTIVE_PHASES).filter(
-            Q(ready_at__gt=now) | Q(finish_at__gt=now)).values_list("ready_at", "finish_at"):
-        ready_at, finish_at = pending
-        outcome.due(ready_at if ready_at and ready_at > now else finish_at)
-    for job in running:
-        if reconciler.is_finished(job):
-            continue
-        wl = slices.current_slice(job.workloads.all())
-        if not reconciler.should_run(wl):
-            continue
-        assert wl is not None
-        controller = reconciler.integration_of(job).simulated
-        if controller is None:
-            continue
-        elastic_job = reconciler.is_elastic(job)
-        if elastic_job:
-            _follow_slice(job, wl)
-        status, report = controller.reconcile(
-            job.manifest, job.status or {},
-            _JobPods(cluster, job, wl, pods[job.pk], now=now, events=events),
-            admitted=reconciler.admitted_pods(wl, elastic_job=False),
-            allowed=reconciler.admitted_pods(wl, elastic_job=elastic_job),
-            elastic=elastic_job, now=now)
-        if status != job.status:
-            job.status = status
-            job.save(update_fields=["status", "resource_version", "updated_at"])
-        if not lifecycle.sync_job_status(wl, report, now=now, events=events):
-            outcome.due(now)
-        elif report.finished:
-            outcome.finished.append(f"{job.namespace}/{job.name}")
 
 
 def _follow_slice(job: Job, wl: Workload) -> None:

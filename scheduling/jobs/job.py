@@ -494,11 +494,6 @@ class BatchJob(GenericJob):
         return [ScalablePodSet(DEFAULT_POD_SET_NAME, PARALLELISM_PATH,
                                1 if value is None else int(value))]
 
-    def scale(self, manifest: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
-        result = copy.deepcopy(dict(manifest))
-        result.setdefault("spec", {})["parallelism"] = int(counts[DEFAULT_POD_SET_NAME])
-        return result
-
     def scale_refusal(self, manifest: Mapping[str, Any], *,
                       suspended: bool) -> ScaleRefusal | None:
         """Kueue's Job webhook freezes the parallelism of a running job with partial

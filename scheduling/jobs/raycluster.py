@@ -241,19 +241,6 @@ def scalable_groups(cluster: Mapping[str, Any], path: str) -> list[ScalablePodSe
             for i, g in enumerate(worker_groups(cluster)) if hosts(g) == 1]
 
 
-def scale_groups(cluster: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
-    """The cluster spec with the named worker groups' ``replicas`` set. Lists are replaced
-    whole by a merge patch, so the groups are all kept."""
-    result = copy.deepcopy(dict(cluster))
-    groups = result.get("workerGroupSpecs") or []
-    for group in groups:
-        name = group_pod_set_name(group)
-        if name in counts:
-            group["replicas"] = counts[name]
-    result["workerGroupSpecs"] = groups
-    return result
-
-
 # =========================================================================================
 # The simulated KubeRay operator
 # =========================================================================================
@@ -381,11 +368,6 @@ class RayCluster(GenericJob):
 
     def scalable_pod_sets(self, manifest: Mapping[str, Any]) -> list[ScalablePodSet]:
         return scalable_groups(manifest.get("spec") or {}, "spec")
-
-    def scale(self, manifest: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
-        result = copy.deepcopy(dict(manifest))
-        result["spec"] = scale_groups(manifest.get("spec") or {}, counts)
-        return result
 
     def finished(self, status: Mapping[str, Any] | None) -> tuple[str, str] | None:
         return None
