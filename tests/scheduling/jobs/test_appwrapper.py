@@ -336,8 +336,9 @@ def test_kueue_sample_appwrapper_runs_to_completion_on_the_simulated_cluster(
     wl = Workload.objects.get(job=job)
     assert (job.api_version, job.suspend) == ("workload.codeflare.dev/v1beta2", True)
     assert wl.name.startswith(f"appwrapper-{job.name}-")
-    assert [(ps["name"], ps["count"]) for ps in wl.pod_sets] == [
-        ("sample-appwrapper-pytorch-job-0", 1), ("sample-appwrapper-pytorch-job-1", 1)]
+    assert [(ps["name"], ps["count"], jobframework.pod_set_requests(ps))
+            for ps in wl.pod_sets] == [("sample-appwrapper-pytorch-job-0", 1, {"cpu": "1"}),
+                                       ("sample-appwrapper-pytorch-job-1", 1, {"cpu": "1"})]
 
     reconcilers.step(t0)
 
