@@ -15,21 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from django.utils import timezone
 
-from multicluster.kube import connection
-from multicluster.kube.client import client_for
 from multicluster.kube.manifests import ORIGIN_LABEL
 from multicluster.kube.sync import sync_kube_cluster
 from multicluster.models import Cluster
-from scheduling import jobframework, services
-from scheduling.choices import EventType, WorkloadPhase
+from scheduling import jobframework
+from scheduling.choices import WorkloadPhase
 from scheduling.jobs import appwrapper
-from scheduling.models import ClusterQueue, Event, Job, LocalQueue, ResourceFlavor, Workload
-from scheduling.scheduler import admission
+from scheduling.models import ClusterQueue
 from scheduling.workload import conditions as cond
-from tests.fixtures.scheduling import job_manifest
+from tests.multicluster.kube.crd_kinds import (
+    CrdKind,
+    check_eviction_releases_quota_once_pods_are_gone,
+    check_missing_crd_warns_and_keeps_running_jobs,
+    make_domain,
+    workload,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -48,37 +50,7 @@ def t0() -> datetime:
 @pytest.fixture
 def domain(kube_api: Any, kube_cluster: Cluster, settings: Any,
            make_queue: Callable[..., ClusterQueue]) -> Cluster:
-    settings.KUEUEWEB = {**settings.KUEUEWEB, "INTEGRATIONS_FRAMEWORKS": [
-        *settings.KUEUEWEB["INTEGRATIONS_FRAMEWORKS"], appwrapper.AppWrapper.framework_name]}
-    cq = make_queue("cq", {"cpu": "10", "memory": "4Gi"}, flavor="spot",
-                    namespace=kube_api.namespace, cluster=kube_cluster)
-    ResourceFlavor.objects.filter(cluster=kube_cluster, name="spot").update(
-        node_labels={"instance-type": "spot"})
-    LocalQueue.objects.create(cluster=kube_cluster, namespace=kube_api.namespace,
-                              name="user-queue", cluster_queue=cq)
-    return kube_cluster
-
-
-def install_crd(kube_api: Any) -> None:
-    kube_api.install_crd("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper")
-
-
-def submit_sample(kube_api: Any, domain: Cluster) -> Job:
-    return services.submit_job(yaml.safe_load(SAMPLE.read_text()),
-                               namespace=kube_api.namespace, cluster=domain)
-
-
-def workload(job: Job) -> Workload:
-    return Workload.objects.get(job=job)
-
-
-def admit_sample(kube_api: Any, domain: Cluster, now: datetime) -> Job:
-    kube_api.require_fake()
-    install_crd(kube_api)
-    job = submit_sample(kube_api, domain)
-    admission.run_admission_cycle(domain.pk, now=now)
-    assert workload(job).phase == WorkloadPhase.ADMITTED
-    return job
+    return make_domain(kube_api, kube_cluster, settings, make_queue, KIND)
 
 
 def _pods_of(kube_api: Any, namespace: str, name: str) -> list[dict[str, Any]]:
@@ -139,7 +111,7 @@ def complete_appwrapper(kube_api: Any, namespace: str, name: str) -> None:
 def test_the_sample_appwrapper_runs_to_completion_on_the_cluster(
     kube_api: Any, domain: Cluster, t0: datetime,
 ) -> None:
-    job = admit_sample(kube_api, domain, t0)
+    job = KIND.admit_sample(kube_api, domain, t0)
 
     started = sync_kube_cluster(domain.pk, now=t0)
 
@@ -154,8 +126,8 @@ def test_the_sample_appwrapper_runs_to_completion_on_the_cluster(
     for replica in component["template"]["spec"]["pytorchReplicaSpecs"].values():
         assert replica["template"]["metadata"]["labels"][jobframework.JOB_UID_LABEL] == str(
             job.uid)
-    [created] = kube_api.requests_to("POST",
-                                     f"{APPWRAPPERS}/namespaces/{kube_api.namespace}/appwrappers")
+    [created] = kube_api.requests_to(
+        "POST", f"{APPWRAPPERS}/namespaces/{kube_api.namespace}/appwrappers")
     assert created.body["kind"] == "AppWrapper"
 
     run_appwrapper_controller(kube_api)
@@ -186,59 +158,13 @@ def test_the_sample_appwrapper_runs_to_completion_on_the_cluster(
 def test_an_evicted_appwrapper_releases_its_quota_once_its_pods_are_gone(
     kube_api: Any, domain: Cluster, t0: datetime,
 ) -> None:
-    job = admit_sample(kube_api, domain, t0)
-    sync_kube_cluster(domain.pk, now=t0)
-    run_appwrapper_controller(kube_api)
-    services.evict_workload(workload(job), now=t0 + timedelta(seconds=10))
-
-    stopping = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=11))
-
-    # Its pods, attributed by the job-uid label, still run: the quota is held.
-    assert stopping.stopping == [f"{kube_api.namespace}/{job.name}"]
-    assert kube_api.get("appwrappers", kube_api.namespace, job.name)["spec"]["suspend"] is True
-    assert workload(job).phase == WorkloadPhase.ADMITTED
-
-    run_appwrapper_controller(kube_api)
-    stopped = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=12))
-
-    assert stopped.stopped == [f"{kube_api.namespace}/{job.name}"]
-    assert workload(job).phase == WorkloadPhase.PENDING
-    job.refresh_from_db()
-    assert job.suspend is True
-
-    admission.run_admission_cycle(domain.pk, now=t0 + timedelta(seconds=13))
-    again = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=13))
-    assert again.started == [f"{kube_api.namespace}/{job.name}"]
+    check_eviction_releases_quota_once_pods_are_gone(KIND, kube_api, domain, t0)
 
 
 def test_a_cluster_without_the_appwrapper_crd_warns_it_and_keeps_running_jobs(
     kube_api: Any, domain: Cluster, t0: datetime,
 ) -> None:
-    kube_api.require_fake()
-    probe = connection.probe_cluster(domain.pk, now=t0)
-    assert probe is not None
-    assert probe.connected, probe.message
-    wrapped = submit_sample(kube_api, domain)
-    batch = services.submit_job(job_manifest("plain", "lq-cq"), namespace=kube_api.namespace,
-                                cluster=domain)
-    admission.run_admission_cycle(domain.pk, now=t0)
+    check_missing_crd_warns_and_keeps_running_jobs(KIND, kube_api, domain, t0)
 
-    outcome = sync_kube_cluster(domain.pk, now=t0)
 
-    assert outcome.connected
-    assert outcome.started == [f"{kube_api.namespace}/plain"]
-    [warning] = Event.objects.filter(workload=workload(wrapped), reason="FailedCreate")
-    assert warning.type == EventType.WARNING
-    assert "appwrappers.workload.codeflare.dev/v1beta2" in warning.message
-    assert "CustomResourceDefinition of AppWrapper is not installed" in warning.message
-    wrapped.refresh_from_db()
-    assert wrapped.suspend is True
-    assert not kube_api.requests_to("POST", APPWRAPPERS)
-    assert workload(batch).phase == WorkloadPhase.ADMITTED
-
-    install_crd(kube_api)
-    client_for(domain).forget_discovery()
-    later = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=5))
-
-    assert later.started == [f"{kube_api.namespace}/{wrapped.name}"]
-    assert kube_api.get("appwrappers", kube_api.namespace, wrapped.name) is not None
+KIND = CrdKind(appwrapper.AppWrapper(), SAMPLE, run_appwrapper_controller)

@@ -5,7 +5,6 @@ through MultiKueue, as Kueue's SparkApplication integration and the Spark operat
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,17 @@ from scheduling import jobframework
 from scheduling.choices import WorkloadPhase
 from scheduling.jobframework import registry
 from scheduling.jobs import sparkapplication as spark
-from scheduling.models import ClusterQueue, Event, Job, LocalQueue, Workload
+from scheduling.models import Event, Job, Workload
 from scheduling.validation import errors_to_dict
 from scheduling.workload import conditions as cond
 from tests.fixtures.scheduling import Reconcilers
 from tests.multicluster.test_dispatch import Everything, at, hub  # noqa: F401 (fixture)
+from tests.scheduling.jobs.scenarios import (  # noqa: F401 (fixture)
+    deactivate_then_reactivate,
+    refused_unless_enabled,
+    submit_sample,
+    user_queue,
+)
 
 SAMPLE = (Path(__file__).resolve().parents[2] / "fixtures" / "kueue_examples" / "jobs"
           / "sample-sparkapplication.yaml")
@@ -247,37 +252,22 @@ def test_sparkapplication_is_registered_but_not_enabled_by_default(settings: Any
 # --- Submission and the simulated cluster --------------------------------------------------
 
 
-@pytest.fixture
-def user_queue(manager: Cluster, make_queue: Callable[..., ClusterQueue]) -> ClusterQueue:
-    cq = make_queue("cq", {"cpu": "4", "memory": "4Gi"}, namespace="default")
-    LocalQueue.objects.create(cluster=manager, namespace="default", name="user-queue",
-                              cluster_queue=cq)
-    return cq
-
-
 def _submit_sample(client: APIClient) -> Job:
-    response = client.generic("POST", "/api/v1/namespaces/default/jobs/", SAMPLE.read_bytes(),
-                              content_type="application/yaml")
-    assert response.status_code == 201, response.json()
-    assert response.json()["spec"] == sample()["spec"]
-    return Job.objects.get(kind="SparkApplication")
+    return submit_sample(client, SAMPLE, "SparkApplication")
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("user_queue")
 def test_a_sparkapplication_is_refused_on_its_kind_unless_enabled(
-    admin_client_api: APIClient, user_queue: ClusterQueue,
+    admin_client_api: APIClient,
 ) -> None:
-    response = admin_client_api.generic("POST", "/api/v1/namespaces/default/jobs/",
-                                        SAMPLE.read_bytes(), content_type="application/yaml")
-
-    assert response.status_code == 400
-    assert "kind" in str(response.json())
-    assert not Job.objects.exists()
+    refused_unless_enabled(admin_client_api, SAMPLE)
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("user_queue")
 def test_kueue_sample_sparkapplication_runs_to_completion_on_the_simulated_cluster(
-    admin_client_api: APIClient, user_queue: ClusterQueue, enabled: None,
+    admin_client_api: APIClient, enabled: None,
     reconcilers: Reconcilers, t0: datetime,
 ) -> None:
     job = _submit_sample(admin_client_api)
@@ -320,8 +310,9 @@ def test_kueue_sample_sparkapplication_runs_to_completion_on_the_simulated_clust
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("user_queue")
 def test_the_application_completes_when_the_driver_succeeds_and_fails_when_it_fails(
-    manager: Cluster, user_queue: ClusterQueue, enabled: None, reconcilers: Reconcilers,
+    manager: Cluster, enabled: None, reconcilers: Reconcilers,
     t0: datetime,
 ) -> None:
     from scheduling import services
@@ -345,38 +336,13 @@ def test_the_application_completes_when_the_driver_succeeds_and_fails_when_it_fa
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("user_queue")
 def test_a_deactivated_sparkapplication_is_suspended_and_releases_quota_then_runs_again(
-    admin_client_api: APIClient, user_queue: ClusterQueue, enabled: None,
+    admin_client_api: APIClient, enabled: None,
     reconcilers: Reconcilers, t0: datetime,
 ) -> None:
-    job = _submit_sample(admin_client_api)
-    wl = Workload.objects.get(job=job)
-    url = f"/api/v1/namespaces/default/workloads/{wl.name}/"
-    reconcilers.step(t0)
-    assert Pod.objects.filter(job=job).count() == 3
-
-    response = admin_client_api.patch(url, {"spec": {"active": False}}, format="json")
-    assert response.status_code == 200, response.json()
-    reconcilers.step(t0 + timedelta(seconds=10))
-
-    job.refresh_from_db()
-    wl.refresh_from_db()
-    assert job.suspend
-    assert KIND.is_suspended(job.manifest)
-    assert not Pod.objects.filter(job=job).exists()
-    assert wl.phase == WorkloadPhase.PENDING
-    assert not wl.admission
-
-    response = admin_client_api.patch(url, {"spec": {"active": True}}, format="json")
-    assert response.status_code == 200, response.json()
-    reconcilers.step(t0 + timedelta(seconds=20))
-
-    wl.refresh_from_db()
-    assert wl.phase == WorkloadPhase.ADMITTED
-    assert Pod.objects.filter(job=job).count() == 3
-    reconcilers.step(t0 + timedelta(seconds=300))
-    wl.refresh_from_db()
-    assert wl.phase == WorkloadPhase.FINISHED
+    deactivate_then_reactivate(admin_client_api, KIND, _submit_sample(admin_client_api),
+                               reconcilers, t0, pods=3, finished_by=300)
 
 
 # --- MultiKueue ----------------------------------------------------------------------------
