@@ -4,12 +4,14 @@ here one registration line per kind."""
 from __future__ import annotations
 
 from scheduling.jobframework.registry import register
+from scheduling.jobs.appwrapper import AppWrapper
 from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
 from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob
 from scheduling.jobs.mpijob import MPIJob
 from scheduling.jobs.raycluster import RayCluster
 from scheduling.jobs.rayjob import RayJob
+from scheduling.jobs.sparkapplication import SparkApplication
 
 register(BatchJob())
 register(JobSet())
@@ -21,3 +23,5 @@ register(JAXJob())
 register(MPIJob())
 register(RayCluster())
 register(RayJob())
+register(AppWrapper())
+register(SparkApplication())
