@@ -10,6 +10,7 @@ from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoo
 from scheduling.jobs.mpijob import MPIJob
 from scheduling.jobs.raycluster import RayCluster
 from scheduling.jobs.rayjob import RayJob
+from scheduling.jobs.rayservice import RayService
 
 register(BatchJob())
 register(JobSet())
@@ -21,3 +22,4 @@ register(JAXJob())
 register(MPIJob())
 register(RayCluster())
 register(RayJob())
+register(RayService())
