@@ -11,6 +11,7 @@ from scheduling.jobs.mpijob import MPIJob
 from scheduling.jobs.raycluster import RayCluster
 from scheduling.jobs.rayjob import RayJob
 from scheduling.jobs.rayservice import RayService
+from scheduling.jobs.trainjob import TrainJob
 
 register(BatchJob())
 register(JobSet())
@@ -23,3 +24,4 @@ register(MPIJob())
 register(RayCluster())
 register(RayJob())
 register(RayService())
+register(TrainJob())
