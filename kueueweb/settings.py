@@ -364,7 +364,11 @@ KUEUEWEB: dict[str, Any] = {
     "INTEGRATIONS_FRAMEWORKS": env_list("KUEUEWEB_INTEGRATIONS_FRAMEWORKS",
                                         ["batch/job", "jobset.x-k8s.io/jobset",
                                          "kubeflow.org/mpijob", "ray.io/raycluster",
-                                         "ray.io/rayjob"]),
+                                         "ray.io/rayjob", "ray.io/rayservice",
+                                         "trainer.kubeflow.org/trainjob"]),
+    # The ClusterTrainingRuntimes and TrainingRuntimes TrainJobs may name: YAML files of
+    # them, as they would be applied beside Kubeflow Trainer (comma-separated paths).
+    "TRAINING_RUNTIMES": env_list("KUEUEWEB_TRAINING_RUNTIMES", []),
     # MultiKueue.
     "MULTIKUEUE_ORIGIN": env_str("KUEUEWEB_MULTIKUEUE_ORIGIN", "multikueue"),
     "MULTIKUEUE_WORKER_LOST_TIMEOUT_SECONDS": env_int("KUEUEWEB_WORKER_LOST_TIMEOUT_SECONDS", 900),

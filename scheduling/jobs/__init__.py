@@ -11,7 +11,9 @@ from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoo
 from scheduling.jobs.mpijob import MPIJob
 from scheduling.jobs.raycluster import RayCluster
 from scheduling.jobs.rayjob import RayJob
+from scheduling.jobs.rayservice import RayService
 from scheduling.jobs.sparkapplication import SparkApplication
+from scheduling.jobs.trainjob import TrainJob
 
 register(BatchJob())
 register(JobSet())
@@ -25,3 +27,5 @@ register(RayCluster())
 register(RayJob())
 register(AppWrapper())
 register(SparkApplication())
+register(RayService())
+register(TrainJob())
