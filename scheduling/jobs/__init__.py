@@ -4,6 +4,7 @@ here one registration line per kind."""
 from __future__ import annotations
 
 from scheduling.jobframework.registry import register
+from scheduling.jobs.cronjob import CronJob
 from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
 from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob
@@ -21,3 +22,4 @@ register(JAXJob())
 register(MPIJob())
 register(RayCluster())
 register(RayJob())
+register(CronJob())
