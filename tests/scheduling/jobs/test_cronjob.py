@@ -466,3 +466,23 @@ def test_deleting_the_cronjob_deletes_the_jobs_it_owns(
 
     assert not Job.objects.exists()
     assert not Workload.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_cronjob_is_shown_and_listed_but_has_nothing_to_scale(
+    admin_client_api: APIClient, admin_ui: Any, user_queue: ClusterQueue,
+) -> None:
+    cronjob = submit(admin_client_api)
+
+    detail = admin_client_api.get(f"{URL}{cronjob.name}/")
+    assert detail.status_code == 200
+    assert detail.json()["kind"] == "CronJob"
+    assert admin_client_api.get(f"{URL}?kind=CronJob").status_code == 200
+    page = admin_ui.get(f"/c/{cronjob.cluster.name}/namespaces/default/jobs/{cronjob.name}/")
+    assert page.status_code == 200
+    assert b"sample-cronjob" in page.content
+
+    scaled = admin_client_api.post(f"{URL}{cronjob.name}/scale/", {"parallelism": 1},
+                                   format="json")
+    assert scaled.status_code == 400, scaled.json()
+    assert "makes no Workload" in str(scaled.json())
