@@ -51,6 +51,8 @@ DISPATCH_ALL_TASK = "multicluster.tasks.dispatch_all_task"
 GARBAGE_COLLECT_TASK = "multicluster.tasks.garbage_collect_task"
 SAMPLE_USAGE_TASK = "scheduling.tasks.sample_usage_task"
 DEMO_TRAFFIC_TASK = "scheduling.tasks.demo_traffic_task"
+# The CronJob controller: the Jobs every due schedule creates.
+CRONJOB_ALL_TASK = "scheduling.tasks.cronjobs_task"
 # Connect to a Kubernetes cluster now, outside its reconciler's probe interval.
 PROBE_KUBE_CLUSTER_TASK = "multicluster.tasks.probe_kube_cluster_task"
 

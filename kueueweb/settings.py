@@ -199,6 +199,8 @@ LIFECYCLE_INTERVAL_SECONDS = env_int("KUEUEWEB_LIFECYCLE_INTERVAL_SECONDS", 5)
 CLUSTER_SYNC_INTERVAL_SECONDS = env_int("KUEUEWEB_CLUSTER_SYNC_INTERVAL_SECONDS", 5)
 # How often the overview's usage history is sampled (one row per cluster queue).
 USAGE_SAMPLE_INTERVAL_SECONDS = env_int("KUEUEWEB_USAGE_SAMPLE_INTERVAL_SECONDS", 60)
+# Schedules are in minutes: a pass this often runs each due time at most this late.
+CRONJOB_INTERVAL_SECONDS = env_int("KUEUEWEB_CRONJOB_INTERVAL_SECONDS", 10)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "admission-all-domains": {
         "task": reconcile.ADMISSION_ALL_TASK,
@@ -217,6 +219,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "sample-queue-usage": {
         "task": reconcile.SAMPLE_USAGE_TASK,
         "schedule": USAGE_SAMPLE_INTERVAL_SECONDS,
+    },
+    "cronjobs": {
+        "task": reconcile.CRONJOB_ALL_TASK,
+        "schedule": CRONJOB_INTERVAL_SECONDS,
     },
 }
 

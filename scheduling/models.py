@@ -305,6 +305,7 @@ class Job(NamespacedObject):
                                 "(apiVersion … spec).")
     # spec.suspend as it is now: Kueue's webhook suspends a queued job; the job reconciler
     # unsuspends it when its workload is admitted and suspends it again on eviction.
+    # A kind that makes no Workload (a CronJob) never runs, and stays suspended here.
     suspend = models.BooleanField(default=True, editable=False)
     # The kind's status (a batch/v1 JobStatus for a Job) as reported by the cluster the job
     # runs on.

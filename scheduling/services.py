@@ -22,7 +22,7 @@ from kueueweb.models import NamespaceGrant
 from kueueweb.roles import can_operate_in, submission_grant
 from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
-from scheduling import grants, jobframework
+from scheduling import cron, grants, jobframework
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.patch import merge_patch
 from scheduling.jobframework import registry
@@ -135,7 +135,8 @@ def submit_job(
        only queued jobs) and priority class ``default`` when that class exists.
     3. Resolve the priority class (it must exist) and the name (``generateName``).
     4. Store the Job and its pending Workload in one transaction, with a ``CreatedWorkload``
-       event on the Job.
+       event on the Job. A kind that makes no Workload (a CronJob) is stored alone; its
+       labels are those of the jobs it creates (``JobKind.queue_labels``).
 
     Raises ValidationError (by field path), ConflictError (name taken) or PermissionDenied
     (``user`` may not operate in ``namespace``).
@@ -152,23 +153,30 @@ def submit_job(
         raise invalid(errors + kind_errors)
     errors += integration.validate_on_create(manifest, namespace=namespace,
                                              slices_enabled=slices_enabled)
+    schedule = integration.cron_schedule(manifest)
+    message = None if schedule is None else cron.schedule_error(schedule[0])
+    if schedule is not None and message is not None and not any(
+            e.path == schedule[1] for e in errors):
+        errors.append(FieldError(schedule[1], message))
     if errors:
         raise invalid(errors)
     metadata = manifest["metadata"]
-    labels: Mapping[str, str] = metadata.get("labels") or {}
+    # A kind that makes no Workload (a CronJob) names the queue of the jobs it creates: it
+    # is checked now, and each job is defaulted and resolved again as it is submitted.
+    labels, labels_at = integration.queue_labels(manifest)
     resource = f"{integration.plural}.{integration.group}"
     errors = _job_grant_errors(integration, manifest, labels,
-                               submission_grant(user, namespace))
+                               submission_grant(user, namespace), labels_at)
     if errors:
         raise invalid(errors)
     try:
         with transaction.atomic():
-            default_labels = _job_default_labels(labels, domain, namespace)
+            default_labels = _job_default_labels(labels, domain, namespace, labels_at)
             class_name = labels.get(jobframework.PRIORITY_CLASS_LABEL) or default_labels.get(
                 jobframework.PRIORITY_CLASS_LABEL, "")
             request = jobframework.PriorityRequest(
                 jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
-            path = jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
+            path = labels_at + jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
             pod_class = None if class_name else integration.pod_priority_class(manifest)
             if pod_class is not None:
                 request = jobframework.PriorityRequest(
@@ -178,13 +186,19 @@ def submit_job(
             job = Job(cluster=domain, namespace=namespace, api_version=integration.api_version,
                       kind=integration.kind,
                       name=_job_name(metadata, domain, namespace, resource))
+            queued = isinstance(integration, jobframework.GenericJob)
             job.manifest = jobframework.default_manifest(
                 manifest, name=job.name, namespace=namespace, uid=str(job.uid),
-                default_labels=default_labels,
+                default_labels=default_labels if queued else None,
             )
-            job.save()
-            _create_job_workload(integration, job, priority, options)
-            admission.request_admission(domain.pk)
+            if isinstance(integration, jobframework.GenericJob):
+                job.save()
+                _create_job_workload(integration, job, priority, options)
+                admission.request_admission(domain.pk)
+            else:
+                # Never run on a cluster, so its row stays suspended (what the backends
+                # read); its own spec.suspend is the manifest's.
+                job.save()
     except IntegrityError as exc:
         # A concurrent submission took the name between the check and the insert.
         name = metadata.get("name") or metadata.get("generateName")
@@ -193,28 +207,29 @@ def submit_job(
 
 
 def _job_grant_errors(
-    integration: jobframework.GenericJob, manifest: Mapping[str, Any],
-    labels: Mapping[str, str], grant: NamespaceGrant | None,
+    integration: jobframework.JobKind, manifest: Mapping[str, Any],
+    labels: Mapping[str, str], grant: NamespaceGrant | None, labels_at: str = "",
 ) -> list[FieldError]:
     """What the user's grant refuses in a valid job: its pod templates, and a priority class
     it names (a class defaulted by kueueweb is the admins' choice, not the user's)."""
     errors = grants.pod_template_errors(grant, integration.pod_templates(manifest))
     class_name = labels.get(jobframework.PRIORITY_CLASS_LABEL)
     if class_name:
-        path = jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
+        path = labels_at + jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
         request = jobframework.PriorityRequest(jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE, class_name, None)
         errors += grants.priority_errors(grant, request, class_path=path, explicit_path=path)
     return errors
 
 
-def _job_default_labels(labels: Mapping[str, str], cluster: Cluster, namespace: str) -> dict[str, str]:
+def _job_default_labels(labels: Mapping[str, str], cluster: Cluster, namespace: str,
+                        labels_at: str = "") -> dict[str, str]:
     defaults: dict[str, str] = {}
     if not labels.get(jobframework.QUEUE_NAME_LABEL):
         if not LocalQueue.objects.filter(
             cluster=cluster, namespace=namespace, name=jobframework.DEFAULT_LOCAL_QUEUE_NAME
         ).exists():
             raise invalid([FieldError(
-                jobframework.label_path(jobframework.QUEUE_NAME_LABEL),
+                labels_at + jobframework.label_path(jobframework.QUEUE_NAME_LABEL),
                 "is required: name the LocalQueue to submit to (there is no LocalQueue "
                 f"{jobframework.DEFAULT_LOCAL_QUEUE_NAME!r} in namespace {namespace!r} to default to)",
             )])

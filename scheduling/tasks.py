@@ -6,6 +6,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from kueueweb import reconcile
+from scheduling import cronjobs
 from scheduling.scheduler import admission
 from scheduling.workload import lifecycle
 
@@ -52,3 +53,10 @@ def sample_usage_task() -> None:
     from scheduling.metrics import history
 
     history.sample_usage(now=timezone.now())
+
+
+@shared_task(name=reconcile.CRONJOB_ALL_TASK)
+def cronjobs_task() -> None:
+    """Periodic: every CronJob creates the Job of a schedule time that came, and prunes its
+    history (``scheduling.cronjobs``)."""
+    cronjobs.sync_all(now=timezone.now())

@@ -38,14 +38,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("scheduling.core",),
     # the rows: models, their choices and field validators, a job manifest's pod sets
     ("scheduling.models", "scheduling.choices", "scheduling.validators", "scheduling.validation",
-     "scheduling.queue_order", "scheduling.jobframework", "scheduling.jobs", "scheduling.apps"),
+     "scheduling.queue_order", "scheduling.jobframework", "scheduling.jobs", "scheduling.apps",
+     "scheduling.cron"),
     # rows -> engine specs and snapshots
     ("scheduling.cache",),
     # the reconcilers' work, and the metrics the scheduler records as it goes
     ("scheduling.queue", "scheduling.scheduler", "scheduling.workload", "scheduling.metrics"),
     # what the API, the pages, the commands and the periodic tasks call
     ("scheduling.services", "scheduling.job_reconciler", "scheduling.grants",
-     "scheduling.manifests", "scheduling.tasks", "scheduling.demo"),
+     "scheduling.manifests", "scheduling.tasks", "scheduling.demo", "scheduling.cronjobs"),
     ("scheduling.api", "scheduling.web", "scheduling.admin", "scheduling.filters",
      "scheduling.management"),
 )

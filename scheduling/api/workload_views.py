@@ -444,6 +444,8 @@ class JobViewSet(_DomainViewSet):
     )
     def scale(self, request: Request, namespace: str, name: str) -> Response:
         job = self.get_object()
+        if slices.queued_kind(job) is None:
+            raise ValidationError({"kind": [slices.REFUSED_NO_WORKLOAD.message]})
         job = self._scale(job, _scale_body_counts(job, _body(request.data)))
         return Response(self.get_serializer(job).data)
 

@@ -40,6 +40,7 @@ from scheduling.jobframework.constants import (
 )
 from scheduling.jobframework.interface import (
     GenericJob,
+    JobKind,
     JobReport,
     ScalablePodSet,
     ScaleRefusal,
@@ -95,6 +96,7 @@ __all__ = [
     "ELASTIC_JOB_ANNOTATION",
     "ELASTIC_JOB_SCHEDULING_GATE",
     "GenericJob",
+    "JobKind",
     "JOB_UID_LABEL",
     "JobReport",
     "MAX_EXEC_TIME_LABEL",

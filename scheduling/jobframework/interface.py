@@ -2,8 +2,9 @@
 (Kueue's ``GenericJob`` and ``IntegrationCallbacks``, ``pkg/controller/jobframework/interface.go``).
 
 A kind is one subclass of ``GenericJob`` in ``scheduling/jobs/<kind>.py``, registered under its
-framework name in ``scheduling/jobs/__init__.py``. Its methods take and return the object as a
-Kubernetes-shaped dict (the stored manifest, or the status a cluster reports), so a kind needs
+framework name in ``scheduling/jobs/__init__.py``; a kind whose jobs Kueue queues but that
+makes no Workload itself (a CronJob) subclasses only ``JobKind``. Its methods take and return
+the object as a Kubernetes-shaped dict (the stored manifest, or the status a cluster reports), so a kind needs
 neither the database nor a cluster: the job reconciler (``scheduling.job_reconciler``)
 reads and writes the objects and calls the kind for what is the kind's own.
 
@@ -131,20 +132,26 @@ class SimulatedController(ABC):
         return info.count
 
 
-class GenericJob(ABC):
-    """One job kind. Subclasses set the class attributes and implement the abstract methods;
-    the others have the defaults of a kind that does not need them."""
+class JobKind(ABC):
+    """A kind of object submitted as a job: its GVK, what its webhook refuses and the pod
+    templates a namespace grant checks. A kind Kueue queues is a ``GenericJob``; a kind
+    that is only a ``JobKind`` makes no Workload of its own, because what Kueue queues are
+    the jobs it creates (a CronJob's Jobs, each carrying the queue label of its template)."""
 
     framework_name: str
-    """Kueue's framework name (``integrations.frameworks``), e.g. ``batch/job``."""
+    """Kueue's framework name (``integrations.frameworks``), e.g. ``batch/job``; the
+    registry's key."""
     api_version: str
     kind: str
     plural: str
     """The resource name on an API server (``jobs``)."""
-    elastic: bool = False
-    """Whether the kind can scale through workload slices (Kueue's elastic-job annotation)."""
     max_name_length: int = 253
-    simulated: SimulatedController | None = None
+
+    @property
+    def enabled_with(self) -> str:
+        """The framework name that enables the kind: its own; a kind that makes no Workload
+        names the framework of the jobs it creates."""
+        return self.framework_name
 
     @property
     def group(self) -> str:
@@ -154,14 +161,46 @@ class GenericJob(ABC):
     def version(self) -> str:
         return self.api_version.rpartition("/")[2]
 
-    # --- webhook -------------------------------------------------------------------------
-
     @abstractmethod
     def validate_on_create(
         self, manifest: Mapping[str, Any], *, namespace: str, slices_enabled: bool
     ) -> list[FieldError]:
         """What Kubernetes and Kueue's webhook for the kind refuse (field-path errors); the
         common rules are ``jobframework.validate_common``, which a kind calls."""
+
+    def pod_templates(self, manifest: Mapping[str, Any]) -> list[tuple[Any, str]]:
+        """The object's pod templates with their field paths (what a grant checks)."""
+        return []
+
+    def is_suspended(self, manifest: Mapping[str, Any]) -> bool:
+        return bool((manifest.get("spec") or {}).get("suspend", False))
+
+    def cron_schedule(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The cron schedule the object creates its jobs on, with its field path (a
+        CronJob's ``spec.schedule``); the service checks its grammar with the cron library,
+        which a pure kind may not import. Default: none."""
+        return None
+
+    def queue_labels(self, manifest: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+        """The labels that name the LocalQueue and the priority class, and the field path
+        they sit under (``metadata.labels`` follows it): the object's own; a kind that
+        makes no Workload, those of the jobs it creates."""
+        return (manifest.get("metadata") or {}).get("labels") or {}, ""
+
+    def pod_priority_class(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The pod PriorityClass the object's templates name, with its field path: the
+        Workload's priority class when no WorkloadPriorityClass label gives one (Kueue's
+        ``PriorityClass``). ``None``: none is named, or the kind does not read it."""
+        return None
+
+
+class GenericJob(JobKind):
+    """One job kind Kueue queues. Subclasses set the class attributes and implement the
+    abstract methods; the others have the defaults of a kind that does not need them."""
+
+    elastic: bool = False
+    """Whether the kind can scale through workload slices (Kueue's elastic-job annotation)."""
+    simulated: SimulatedController | None = None
 
     # --- the Workload --------------------------------------------------------------------
 
@@ -172,20 +211,7 @@ class GenericJob(ABC):
         """The pod sets the object asks for, in Kueue's shape (name, count, minCount,
         template)."""
 
-    def pod_templates(self, manifest: Mapping[str, Any]) -> list[tuple[Any, str]]:
-        """The object's pod templates with their field paths (what a grant checks)."""
-        return []
-
-    def pod_priority_class(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
-        """The pod PriorityClass the object's templates name, with its field path: the
-        Workload's priority class when no WorkloadPriorityClass label gives one (Kueue's
-        ``PriorityClass``). ``None``: none is named, or the kind does not read it."""
-        return None
-
     # --- run and stop --------------------------------------------------------------------
-
-    def is_suspended(self, manifest: Mapping[str, Any]) -> bool:
-        return bool((manifest.get("spec") or {}).get("suspend", False))
 
     def suspend(self, manifest: Mapping[str, Any], suspend: bool = True) -> dict[str, Any]:
         """The object with ``spec.suspend`` set; applied to ``{}``, the merge patch that

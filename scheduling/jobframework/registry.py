@@ -13,15 +13,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from scheduling.core.fields import FieldError
-from scheduling.jobframework.interface import GenericJob
+from scheduling.jobframework.interface import GenericJob, JobKind
 
 DEFAULT_FRAMEWORKS = ("batch/job",)
 _BUILT_INS = "scheduling.jobs"
 
-_integrations: dict[str, GenericJob] = {}
+_integrations: dict[str, JobKind] = {}
 
 
-def register(integration: GenericJob) -> GenericJob:
+def register(integration: JobKind) -> JobKind:
     """Register a kind under its framework name (one line per kind)."""
     name = integration.framework_name
     if name in _integrations and _integrations[name] is not integration:
@@ -34,21 +34,22 @@ def unregister(framework_name: str) -> None:
     _integrations.pop(framework_name, None)
 
 
-def _loaded() -> dict[str, GenericJob]:
+def _loaded() -> dict[str, JobKind]:
     # The built-in kinds register themselves when their package is imported.
     importlib.import_module(_BUILT_INS)
     return _integrations
 
 
 def registered() -> list[GenericJob]:
-    return list(_loaded().values())
+    """The kinds Kueue queues (the ones that make Workloads)."""
+    return [i for i in _loaded().values() if isinstance(i, GenericJob)]
 
 
-def by_framework(name: str) -> GenericJob | None:
+def by_framework(name: str) -> JobKind | None:
     return _loaded().get(name)
 
 
-def by_kind(api_version: str, kind: str) -> GenericJob | None:
+def by_kind(api_version: str, kind: str) -> JobKind | None:
     for integration in _loaded().values():
         if integration.api_version == api_version and integration.kind == kind:
             return integration
@@ -61,9 +62,11 @@ class _StoredJob(Protocol):
 
 
 def integration_for(job: _StoredJob) -> GenericJob:
-    """The registered kind of a stored job (anything with ``api_version`` and ``kind``)."""
+    """The registered kind of a stored job (anything with ``api_version`` and ``kind``) that
+    Kueue queues; a kind that makes no Workload (a CronJob) is never run, scaled or
+    reported, so asking for it is an error."""
     integration = by_kind(job.api_version, job.kind)
-    if integration is None:
+    if not isinstance(integration, GenericJob):
         raise LookupError(f"no job integration is registered for {job.api_version} {job.kind}")
     return integration
 
@@ -76,22 +79,22 @@ def enabled_names(config: Mapping[str, Any]) -> list[str]:
 def check_frameworks(names: Iterable[Any]) -> list[str]:
     """What is wrong with a list of enabled framework names (empty when it is right)."""
     problems = []
-    known = sorted(_loaded())
+    known = sorted(i.framework_name for i in registered())
     for name in names:
-        if not isinstance(name, str) or name not in _integrations:
+        if not isinstance(name, str) or name not in known:
             problems.append(f"unknown job framework {name!r} (known: {', '.join(known)})")
     return problems
 
 
 def enabled_for(
     manifest: Mapping[str, Any], config: Mapping[str, Any]
-) -> tuple[GenericJob | None, list[FieldError]]:
-    """The enabled integration of a submitted object, or the error naming its ``kind``."""
+) -> tuple[JobKind | None, list[FieldError]]:
+    """The enabled kind of a submitted object, or the error naming its ``kind``."""
     api_version, kind = manifest.get("apiVersion"), manifest.get("kind")
     integration = by_kind(str(api_version), str(kind))
-    if integration is not None and integration.framework_name in enabled_names(config):
+    if integration is not None and integration.enabled_with in enabled_names(config):
         return integration, []
-    enabled = [i for i in registered() if i.framework_name in enabled_names(config)]
+    enabled = [i for i in _loaded().values() if i.enabled_with in enabled_names(config)]
     accepted = ", ".join(f"{i.api_version} {i.kind}" for i in enabled) or "none"
     return None, [FieldError("kind", f"{api_version} {kind!r} is not an enabled job kind "
                              f"(enabled: {accepted})")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from scheduling.jobframework.registry import register
 from scheduling.jobs.appwrapper import AppWrapper
+from scheduling.jobs.cronjob import CronJob
 from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
 from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob
@@ -29,3 +30,4 @@ register(AppWrapper())
 register(SparkApplication())
 register(RayService())
 register(TrainJob())
+register(CronJob())

@@ -169,13 +169,25 @@ FINISHED_MESSAGE = "Forbidden: the job has finished"
 # Why a job cannot be scaled now (``scale_refusal``); a kind adds its own.
 REFUSED_FINISHED = jobframework.ScaleRefusal(
     FINISHED_MESSAGE, "The job has finished: there is nothing left to scale")
+REFUSED_NO_WORKLOAD = jobframework.ScaleRefusal(
+    "Forbidden: this kind makes no Workload (its jobs are queued, each on its own): there "
+    "are no counts of its own to scale", "It makes no Workload: its jobs are scaled each on "
+    "its own")
 REFUSED_NOT_ELASTIC = jobframework.ScaleRefusal(
     NOT_ELASTIC_MESSAGE, f'Only elastic jobs (annotation {jobframework.ELASTIC_JOB_ANNOTATION}: '
     '"true") can be scaled while admitted')
 
 
+def queued_kind(job: Job) -> jobframework.GenericJob | None:
+    """The job's kind when it makes a Workload; None for one that makes none (a CronJob),
+    which has nothing to finish, slice or scale itself."""
+    kind = registry.by_kind(job.api_version, job.kind)
+    return kind if isinstance(kind, jobframework.GenericJob) else None
+
+
 def job_finished(job: Job) -> bool:
-    return registry.integration_for(job).finished(job.status) is not None
+    kind = queued_kind(job)
+    return kind is not None and kind.finished(job.status) is not None
 
 
 def _slices_enabled() -> bool:
@@ -186,7 +198,8 @@ def _slices_enabled() -> bool:
 def is_elastic_job(job: Job) -> bool:
     """The job's kind scales through slices, the job asks for it and the gate is on."""
     annotations = ((job.manifest or {}).get("metadata") or {}).get("annotations") or {}
-    return registry.integration_for(job).elastic and jobframework.is_elastic(
+    kind = queued_kind(job)
+    return kind is not None and kind.elastic and jobframework.is_elastic(
         annotations, slices_enabled=_slices_enabled())
 
 
@@ -197,11 +210,13 @@ def scale_refusal(job: Job, workloads: Iterable[Workload]) -> jobframework.Scale
     change); then what the kind forbids (a Job's partial admission while it runs); then an
     admitted job that is not elastic."""
     workloads = list(workloads)
+    kind = queued_kind(job)
+    if kind is None:
+        return REFUSED_NO_WORKLOAD
     if job_finished(job) or (workloads and all(
             wl.phase == WorkloadPhase.FINISHED for wl in workloads)):
         return REFUSED_FINISHED
-    refused = registry.integration_for(job).scale_refusal(job.manifest or {},
-                                                          suspended=job.suspend)
+    refused = kind.scale_refusal(job.manifest or {}, suspended=job.suspend)
     if refused is not None:
         return refused
     current = current_slice(workloads)
@@ -211,7 +226,8 @@ def scale_refusal(job: Job, workloads: Iterable[Workload]) -> jobframework.Scale
 
 
 def scalable_pod_sets(job: Job) -> list[jobframework.ScalablePodSet]:
-    return registry.integration_for(job).scalable_pod_sets(job.manifest or {})
+    kind = queued_kind(job)
+    return [] if kind is None else kind.scalable_pod_sets(job.manifest or {})
 
 
 def count_field(ps: jobframework.ScalablePodSet) -> str:
@@ -277,10 +293,12 @@ def scale_job(job: Job, counts: Any, *, user: Any = None,
     """
     if user is not None and not can_operate_in(user, job.namespace):
         raise PermissionDenied(f"You may not scale jobs in namespace {job.namespace!r}.")
+    integration = queued_kind(job)
+    if integration is None:
+        raise invalid([FieldError("kind", REFUSED_NO_WORKLOAD.message)])
     requested = _requested_counts(job, counts)
     now = _now(now)
     options: dict[str, Any] = settings.KUEUEWEB
-    integration = registry.integration_for(job)
     with transaction.atomic():
         # FOR NO KEY UPDATE: the job's key never changes here, and the cluster's sync pass
         # inserts pods and workloads that reference this row (FOR KEY SHARE) meanwhile.
