@@ -45,7 +45,6 @@ from scheduling.jobs.raycluster import (
     remote_object,
     restore_infos,
     scalable_groups,
-    scale_groups,
     validate_cluster_spec,
     worker_groups,
 )
@@ -198,12 +197,6 @@ class RayService(GenericJob):
 
     def scalable_pod_sets(self, manifest: Mapping[str, Any]) -> list[ScalablePodSet]:
         return scalable_groups(cluster_spec(manifest), CLUSTER_PATH)
-
-    def scale(self, manifest: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
-        result = copy.deepcopy(dict(manifest))
-        result.setdefault("spec", {})[CLUSTER_FIELD] = scale_groups(cluster_spec(manifest),
-                                                                   counts)
-        return result
 
     def finished(self, status: Mapping[str, Any] | None) -> tuple[str, str] | None:
         return None
