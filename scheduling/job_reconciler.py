@@ -121,11 +121,9 @@ def set_suspend(job: Job, suspend: bool, status: dict[str, Any]) -> None:
 
 def mark_started(job: Job, wl: Workload, *, now: datetime, events: list[Event],
                  where: str = "") -> None:
-    """The job runs: unsuspended, with a start time, and the workload's ``Started`` event."""
-    status = {k: v for k, v in (job.status or {}).items() if k != "completionTime"}
-    status["startTime"] = cond.timestamp(now)
-    status["conditions"] = cond.set_condition(
-        status.get("conditions", []), "Suspended", False, "JobResumed", "Job resumed", now=now)
+    """The job runs: unsuspended (its status as the kind's controller writes it then), and
+    the workload's ``Started`` event."""
+    status = integration_of(job).resumed_status(job.status or {}, now=now)
     set_suspend(job, False, status)
     cq = (wl.admission or {}).get("clusterQueue", "")
     events.append(lifecycle.workload_event(
@@ -133,12 +131,8 @@ def mark_started(job: Job, wl: Workload, *, now: datetime, events: list[Event],
 
 
 def mark_suspended(job: Job, *, now: datetime) -> None:
-    """The job is stopped: suspended, no pods active or ready."""
-    status = {k: v for k, v in (job.status or {}).items() if k != "startTime"}
-    status.update(active=0, ready=0)
-    status["conditions"] = cond.set_condition(
-        status.get("conditions", []), "Suspended", True, "JobSuspended", "Job suspended",
-        now=now)
+    """The job is stopped: suspended, its status as the kind's controller writes it then."""
+    status = integration_of(job).suspended_status(job.status or {}, now=now)
     set_suspend(job, True, status)
 
 

@@ -264,6 +264,17 @@ class GenericJob(JobKind):
 
     # --- status --------------------------------------------------------------------------
 
+    def resumed_status(self, status: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
+        """The object's status once the job is unsuspended, as the kind's own controller
+        writes it before any pod reports (the Job controller's ``startTime``). Default:
+        unchanged, the kind's controller reports the rest."""
+        return dict(status)
+
+    def suspended_status(self, status: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
+        """The object's status once the job is suspended and its pods are gone. Default:
+        unchanged."""
+        return dict(status)
+
     @abstractmethod
     def finished(self, status: Mapping[str, Any] | None) -> tuple[str, str] | None:
         """("Succeeded" | "Failed", message) once the object's status is terminal."""

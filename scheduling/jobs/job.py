@@ -517,6 +517,25 @@ class BatchJob(GenericJob):
             f"must leave more than {min_parallelism} pods (annotation "
             f"{JOB_MIN_PARALLELISM_ANNOTATION}) to run"))]
 
+    def resumed_status(self, status: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
+        """The Job controller on resume: a new ``startTime``, ``Suspended`` False."""
+        result = {k: v for k, v in status.items() if k != "completionTime"}
+        result["startTime"] = cond.timestamp(now)
+        result["conditions"] = cond.set_condition(
+            result.get("conditions", []), "Suspended", False, "JobResumed", "Job resumed",
+            now=now)
+        return result
+
+    def suspended_status(self, status: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
+        """The Job controller on suspend: no ``startTime``, no pods active or ready,
+        ``Suspended`` True."""
+        result = {k: v for k, v in status.items() if k != "startTime"}
+        result.update(active=0, ready=0)
+        result["conditions"] = cond.set_condition(
+            result.get("conditions", []), "Suspended", True, "JobSuspended", "Job suspended",
+            now=now)
+        return result
+
     def finished(self, status: Mapping[str, Any] | None) -> tuple[str, str] | None:
         for condition in (status or {}).get("conditions") or ():
             if condition.get("status") != "True":
