@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import models
 from django.db.models import F, Q
-from django.db.models.functions import MD5, Cast, Concat
+from django.db.models.functions import MD5, Cast, Concat, Greatest, Left, StrIndex
 
 from scheduling.choices import (
     BorrowWithinCohortPolicy,
@@ -29,6 +29,7 @@ from scheduling.choices import (
     WithinClusterQueue,
     WorkloadPhase,
 )
+from scheduling.jobframework import registry
 from scheduling.queue_order import QUEUE_ORDER_EXPRESSIONS
 from scheduling.validators import (
     validate_dns1123_label,
@@ -301,6 +302,14 @@ class Job(NamespacedObject):
     # The kind it holds, from the manifest: how the reconciler finds its integration.
     api_version = models.CharField(max_length=253, default="batch/v1", editable=False)
     kind = models.CharField(max_length=63, default="Job", editable=False)
+    # The API group of ``api_version`` ("batch" of "batch/v1"; "" for the core group): with
+    # the kind, the object's type whatever its version, as Kubernetes keys objects. Computed
+    # by the database so that every write path (bulk inserts too) keeps it current.
+    api_group = models.GeneratedField(
+        expression=Left("api_version", Greatest(StrIndex("api_version", models.Value("/")) - 1,
+                                                models.Value(0))),
+        output_field=models.CharField(max_length=253), db_persist=True,
+    )
     manifest = models.JSONField(help_text="The job as submitted, in its kind's shape "
                                 "(apiVersion … spec).")
     # spec.suspend as it is now: Kueue's webhook suspends a queued job; the job reconciler
@@ -314,8 +323,16 @@ class Job(NamespacedObject):
     class Meta:
         ordering = ["namespace", "name"]
         constraints = [
-            models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="job_unique_name"),
+            # Objects of two kinds may share a name, as in Kubernetes.
+            models.UniqueConstraint(fields=["cluster", "namespace", "api_group", "kind", "name"],
+                                    name="job_unique_kind_name"),
         ]
+
+    @property
+    def kind_reference(self) -> str:
+        """The kind as URLs and the API's ``?kind=`` name it (``JobSet``; ``Kind.group``
+        when two registered kinds share the kind)."""
+        return registry.kind_reference(self)
 
 
 class Workload(NamespacedObject):

@@ -6,6 +6,7 @@ caller accepts and refuses exactly the same input.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from kueueweb import reconcile
@@ -39,6 +40,10 @@ from scheduling.workload import actions, lifecycle
 # Kubernetes retries a generateName that collides (RetryGenerateName); so do we.
 _GENERATE_NAME_ATTEMPTS = 8
 _RESERVED_PHASES = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
+# A Kubernetes kind: letters and digits, from a letter (compared case-insensitively).
+_KIND_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+# The kinds named in the error about an ambiguous job name.
+_AMBIGUOUS_SHOWN = 10
 
 
 class ConflictError(Exception):
@@ -185,7 +190,9 @@ def submit_job(
             priority = _resolve_priority(request, cluster=domain, path=path, explicit_path=path)
             job = Job(cluster=domain, namespace=namespace, api_version=integration.api_version,
                       kind=integration.kind,
-                      name=_job_name(metadata, domain, namespace, resource))
+                      name=_job_name(metadata, Job.objects.filter(
+                          cluster=domain, namespace=namespace, api_group=integration.group,
+                          kind=integration.kind), resource))
             queued = isinstance(integration, jobframework.GenericJob)
             job.manifest = jobframework.default_manifest(
                 manifest, name=job.name, namespace=namespace, uid=str(job.uid),
@@ -242,10 +249,9 @@ def _job_default_labels(labels: Mapping[str, str], cluster: Cluster, namespace: 
     return defaults
 
 
-def _job_name(
-    metadata: Mapping[str, Any], cluster: Cluster, namespace: str, resource: str
-) -> str:
-    existing = Job.objects.filter(cluster=cluster, namespace=namespace)
+def _job_name(metadata: Mapping[str, Any], existing: QuerySet[Job], resource: str) -> str:
+    """The name of a new job: ``metadata.name``, or ``generateName`` completed; unique among
+    the ``existing`` jobs of its kind (another kind may have it, as in Kubernetes)."""
     name = metadata.get("name")
     if name:
         if existing.filter(name=name).exists():
@@ -302,6 +308,28 @@ def _create_job_workload(
         created_at=workload.created_at,
     )
     return workload
+
+
+def find_job(jobs: QuerySet[Job], name: str, *, kind: str | None = None) -> Job | None:
+    """The job called ``name`` among ``jobs`` (one namespace), of ``kind`` when given:
+    ``Kind`` (case-insensitive, as kubectl reads it) or ``Kind.group``. None when there is
+    none; a ValidationError on ``kind`` when it is malformed, or missing while the name
+    belongs to jobs of several kinds."""
+    named = jobs.filter(name=name)
+    if kind is not None:
+        kind_name, _, group = kind.partition(".")
+        if not kind_name or not _KIND_NAME.match(kind_name):
+            raise invalid([FieldError("kind", f"{kind!r} is not a kind: give Kind (JobSet) "
+                                      "or Kind.group (JobSet.jobset.x-k8s.io)")])
+        named = named.filter(kind__iexact=kind_name)
+        if group:
+            named = named.filter(api_group=group)
+    found = list(named.order_by("api_group", "kind")[:_AMBIGUOUS_SHOWN])
+    if len(found) > 1:
+        kinds = ", ".join(registry.kind_reference(job) for job in found)
+        raise invalid([FieldError("kind", f"is required: jobs of several kinds are named "
+                                  f"{name!r} ({kinds}); give the kind of the one meant")])
+    return found[0] if found else None
 
 
 def delete_job(job: Job) -> None:

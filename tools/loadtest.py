@@ -467,7 +467,8 @@ def endpoints() -> list[Endpoint]:
         ("jobs: first page", "/api/v1/jobs/"),
         ("jobs: late page", f"/api/v1/jobs/?offset={late}&limit=100"),
         ("job", f"/api/v1/namespaces/{admitted.namespace}/jobs/"
-                f"{admitted.job.name if admitted.job else ''}/"),
+                f"{admitted.job.name if admitted.job else ''}/?kind="
+                f"{admitted.job.kind if admitted.job else ''}"),
         ("clusterqueues", "/api/v1/clusterqueues/"),
         ("clusterqueue", f"/api/v1/clusterqueues/{cq}/"),
         ("localqueues", "/api/v1/localqueues/"),
@@ -491,6 +492,7 @@ def endpoints() -> list[Endpoint]:
         ("workload page: pending", wl_url(pending)),
         ("workload events region", wl_url(finished) + "partial/events/"),
         ("job page", f"/c/{cluster}/namespaces/{admitted.namespace}/jobs/"
+                     f"{admitted.job.kind if admitted.job else ''}/"
                      f"{admitted.job.name if admitted.job else ''}/"),
         ("cluster queue page", f"/c/{cluster}/clusterqueues/{cq}/"),
         ("cluster queue pending region", f"/c/{cluster}/clusterqueues/{cq}/pending/"

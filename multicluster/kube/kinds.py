@@ -22,8 +22,13 @@ def resource(integration: GenericJob) -> tuple[str, str, str]:
     return integration.group, integration.version, integration.plural
 
 
-def job_kinds() -> list[WatchKind]:
-    """The watches of the enabled job kinds."""
+def enabled_job_kinds() -> dict[str, GenericJob]:
+    """The enabled job kinds, by the name of their watch (``jobs.batch``)."""
     config: Mapping[str, Any] = settings.KUEUEWEB
     enabled = registry.enabled_names(config)
-    return [watch_kind(i) for i in registry.registered() if i.framework_name in enabled]
+    return {watch_kind(i).name: i for i in registry.registered() if i.framework_name in enabled}
+
+
+def job_kinds() -> list[WatchKind]:
+    """The watches of the enabled job kinds."""
+    return [watch_kind(i) for i in enabled_job_kinds().values()]

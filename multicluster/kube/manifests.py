@@ -10,7 +10,7 @@ attributed to its job by that label whatever the kind and however deep its contr
 nest (a JobSet's pods belong to its child Jobs).
 
 Where the server serves the Kubernetes v1.35 Workload API (``scheduling.k8s.io/v1alpha1``),
-a ``Workload`` named after the job declares one gang pod group per pod set (``minCount`` =
+a ``Workload`` named after the job's kind and name declares one gang pod group per pod set (``minCount`` =
 its admitted pod count) and each pod template points at its group (``spec.workloadRef``), so
 the cluster's scheduler binds each pod set's pods all or nothing.
 
@@ -26,8 +26,10 @@ from typing import Any
 from scheduling.jobframework import (
     JOB_UID_LABEL,
     PREBUILT_WORKLOAD_LABEL,
+    WORKLOAD_NAME_MAX_LENGTH,
     GenericJob,
     PodSetInfo,
+    workload_name_for_owner,
 )
 
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
@@ -61,14 +63,25 @@ def remote_object(
         gang_workload=gang_workload)
 
 
+def gang_workload_name(integration: GenericJob, job_name: str) -> str:
+    """The name of a job's gang Workload: ``<kind>-<job name>``, so that jobs of two kinds
+    sharing a name have one each; past a DNS subdomain's length, cut and made unique by a
+    hash as Kueue names Workloads."""
+    name = f"{integration.kind.lower()}-{job_name}"
+    if len(name) <= WORKLOAD_NAME_MAX_LENGTH:
+        return name
+    return workload_name_for_owner(job_name, "", kind=integration.kind, group=integration.group)
+
+
 def gang_workload(
     integration: GenericJob, *, namespace: str, job_name: str, origin: str,
     pod_groups: Mapping[str, int], job_uid: str | None = None,
 ) -> dict[str, Any]:
-    """The v1.35 ``scheduling.k8s.io/v1alpha1`` Workload of a job: one gang pod group per
-    pod set, ``pod_groups`` mapping its name to its ``minCount``. Owned by the job (when its
-    uid is known) so the cluster deletes it with the job."""
-    metadata: dict[str, Any] = {"name": job_name, "namespace": namespace,
+    """The v1.35 ``scheduling.k8s.io/v1alpha1`` Workload of a job (``gang_workload_name``):
+    one gang pod group per pod set, ``pod_groups`` mapping its name to its ``minCount``.
+    Owned by the job (when its uid is known) so the cluster deletes it with the job."""
+    metadata: dict[str, Any] = {"name": gang_workload_name(integration, job_name),
+                                "namespace": namespace,
                                 "labels": {ORIGIN_LABEL: origin}}
     if job_uid:
         metadata["ownerReferences"] = [{

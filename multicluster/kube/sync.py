@@ -59,10 +59,11 @@ from multicluster.kube.backend import (
 )
 from multicluster.kube.client import client_for, config_fingerprint
 from multicluster.kube.errors import KubeApiError, KubeConfigError, KubeUnavailable
-from multicluster.kube.kinds import job_kinds, resource, watch_kind
+from multicluster.kube.kinds import enabled_job_kinds, resource, watch_kind
 from multicluster.kube.manifests import (
     ORIGIN_LABEL,
     gang_workload,
+    gang_workload_name,
     pod_is_active,
     reduce_job,
     remote_object,
@@ -217,7 +218,8 @@ class _Pass:
         self.events: list[Event] = []
         # The cluster's job objects of ours, by watch kind name and "namespace/name".
         self.remote: dict[tuple[str, str], dict[str, Any]] = {}
-        self.kinds = {kind.name: kind for kind in job_kinds()}
+        self.integrations = enabled_job_kinds()
+        self.kinds = {name: watch_kind(i) for name, i in self.integrations.items()}
         # The enabled kinds the cluster does not serve (their CRD is not installed).
         self.unserved: set[str] = set()
         self.active_pods: Counter[str] = Counter()
@@ -343,7 +345,7 @@ class _Pass:
         body = remote_object(
             integration, job.manifest, namespace=job.namespace, origin=origin(),
             workload_name=wl.name, job_uid=str(job.uid), infos=infos,
-            gang_workload=job.name if gang else None)
+            gang_workload=gang_workload_name(integration, job.name) if gang else None)
         if self.cluster.create_namespaces:
             self.backend.ensure_namespace(job.namespace)
         try:
@@ -488,7 +490,8 @@ class _Pass:
             return
         deleted = self.backend.delete_job(namespace, name, resource=resource)
         if self._gang_supported():
-            self.backend.delete_gang_workload(namespace, name)
+            self.backend.delete_gang_workload(
+                namespace, gang_workload_name(self.integrations[kind], name))
         if deleted:
             logger.info("cluster %s: deleted %s %s/%s (%s)", self.cluster.name, kind,
                         namespace, name, reason)

@@ -15,6 +15,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -129,6 +130,12 @@ NAMESPACE_PARAMETER = OpenApiParameter(
     "namespace", OpenApiTypes.STR, OpenApiParameter.PATH, description="The namespace.")
 NAME_PARAMETER = OpenApiParameter(
     "name", OpenApiTypes.STR, OpenApiParameter.PATH, description="The object's name.")
+JOB_KIND_PARAMETER = OpenApiParameter(
+    "kind", OpenApiTypes.STR, OpenApiParameter.QUERY,
+    description="The job's kind (`JobSet`, case-insensitive) or `Kind.group` "
+    "(`JobSet.jobset.x-k8s.io`). Jobs of different kinds may share a name; without it, a name "
+    "that several kinds share is refused (400, naming `kind`).",
+)
 FIELD_ERRORS = OpenApiResponse(
     OpenApiTypes.OBJECT,
     description="Field errors by path, as Kubernetes and Kueue name the fields.",
@@ -359,8 +366,8 @@ def _workload_metadata(
     ),
     retrieve=extend_schema(
         summary="Read a job",
-        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
-        responses={200: JobSerializer, 404: NOT_FOUND},
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, JOB_KIND_PARAMETER, CLUSTER_PARAMETER],
+        responses={200: JobSerializer, 400: FIELD_ERRORS, 404: NOT_FOUND},
     ),
     partial_update=extend_schema(
         summary="Scale a job (merge patch)",
@@ -374,7 +381,7 @@ def _workload_metadata(
         "workload slice that waits for quota for the extra pods while the job keeps running. "
         "`metadata.resourceVersion`, if sent, must be the current one (409 otherwise). "
         "Answers with the job as GET does.",
-        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, JOB_KIND_PARAMETER, CLUSTER_PARAMETER],
         request={"application/merge-patch+json": JobPatchSerializer,
                  "application/json": JobPatchSerializer},
         responses={200: JobSerializer, 400: FIELD_ERRORS_SCALE, 401: REFUSED, 403: REFUSED,
@@ -383,15 +390,15 @@ def _workload_metadata(
     destroy=extend_schema(
         summary="Delete a job",
         description="Deletes the Job and its workload; the quota it held is free at once.",
-        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
-        responses={204: None, 403: REFUSED, 404: NOT_FOUND},
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, JOB_KIND_PARAMETER, CLUSTER_PARAMETER],
+        responses={204: None, 400: FIELD_ERRORS, 403: REFUSED, 404: NOT_FOUND},
     ),
 )
 class JobViewSet(_DomainViewSet):
     queryset = Job.objects.select_related("cluster")
     serializer_class = JobSerializer
     filterset_class = JobFilter
-    resource = "jobs.batch"
+    resource = "jobs"
 
     def create(self, request: Request, namespace: str) -> Response:
         try:
@@ -402,8 +409,28 @@ class JobViewSet(_DomainViewSet):
         except services.ConflictError as exc:
             raise Conflict(str(exc)) from exc
         location = reverse("job-detail", kwargs={"namespace": namespace, "name": job.name})
+        location += "?" + urlencode({"kind": registry.kind_reference(job)})
         return Response(self.get_serializer(job).data, status=status.HTTP_201_CREATED,
                         headers={"Location": location})
+
+    def get_object(self) -> Job:
+        """The job of the URL's name, of ``?kind=`` when given (needed when jobs of several
+        kinds share the name)."""
+        name = self.kwargs["name"]
+        kind = self.request.query_params.get("kind")
+        job = services.find_job(self.get_queryset(), name, kind=kind)
+        if job is None:
+            raise NotFound(f'{self._resource_of(kind)} "{name}" not found')
+        self.check_object_permissions(self.request, job)
+        return job
+
+    def _resource_of(self, kind: str | None) -> str:
+        """``jobsets.jobset.x-k8s.io`` for a registered kind, ``jobs`` of any kind otherwise."""
+        kind_name, _, group = (kind or "").partition(".")
+        for integration in registry.registered():
+            if integration.kind.lower() == kind_name.lower() and group in ("", integration.group):
+                return f"{integration.plural}.{integration.group}"
+        return "jobs"
 
     def destroy(self, request: Request, namespace: str, name: str) -> Response:
         services.delete_job(self.get_object())
@@ -437,7 +464,7 @@ class JobViewSet(_DomainViewSet):
         "finished job and what the kind forbids (a running Job with partial admission) are "
         "refused, naming the field (`spec.parallelism`). Answers with the job as GET does; "
         "its workloads (slices) are at /api/v1/namespaces/{namespace}/workloads/?job=NAME.",
-        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, JOB_KIND_PARAMETER, CLUSTER_PARAMETER],
         request=JobScaleSerializer,
         responses={200: JobSerializer, 400: FIELD_ERRORS_SCALE, 401: REFUSED, 403: REFUSED,
                    404: NOT_FOUND, 409: CONFLICT},
@@ -470,7 +497,9 @@ def _check_resource_version(job: Job, patch: Mapping[str, Any]) -> None:
     if not isinstance(metadata, Mapping) or metadata.get("resourceVersion") is None:
         return
     if str(metadata["resourceVersion"]) != str(job.resource_version):
-        raise Conflict(f'Operation cannot be fulfilled on jobs.batch "{job.name}": the object '
+        integration = registry.integration_for(job)
+        raise Conflict(f"Operation cannot be fulfilled on {integration.plural}."
+                       f'{integration.group} "{job.name}": the object '
                        "has been modified; please apply your changes to the latest version "
                        "and try again")
 

@@ -71,6 +71,16 @@ def integration_for(job: _StoredJob) -> GenericJob:
     return integration
 
 
+def kind_reference(job: _StoredJob) -> str:
+    """How a stored job's type is named where a name alone may not tell it: its kind
+    (``JobSet``), or ``Kind.group`` when another registered kind has the same kind in
+    another API group."""
+    group = job.api_version.rpartition("/")[0]
+    if any(i.kind == job.kind and i.group != group for i in registered()):
+        return f"{job.kind}.{group}"
+    return job.kind
+
+
 def enabled_names(config: Mapping[str, Any]) -> list[str]:
     value = config.get("INTEGRATIONS_FRAMEWORKS")
     return list(DEFAULT_FRAMEWORKS if value is None else value)

@@ -76,7 +76,7 @@ def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
 
 class JobSubmitForm(forms.Form):
     """A namespace and a job manifest of an enabled kind in YAML (parsed by the view,
-    safely); the sample is a batch/v1 Job."""
+    safely); the page offers each enabled kind's example (``scheduling.jobs.examples``)."""
 
     namespace = forms.CharField(
         max_length=63,
@@ -103,28 +103,3 @@ class JobSubmitForm(forms.Form):
                 f"The manifest is larger than {self.max_bytes} bytes (KUEUEWEB_MAX_MANIFEST_BYTES).")
         return text
 
-
-EXAMPLE_JOB = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  generateName: sample-job-
-  labels:
-    kueue.x-k8s.io/queue-name: user-queue
-spec:
-  parallelism: 3
-  completions: 3
-  suspend: true
-  template:
-    spec:
-      containers:
-        - name: dummy-job
-          image: registry.k8s.io/e2e-test-images/agnhost:2.53
-          command: ["/bin/sh"]
-          args: ["-c", "sleep 60"]
-          resources:
-            requests:
-              cpu: "1"
-              memory: "200Mi"
-      restartPolicy: Never
-"""

@@ -11,7 +11,7 @@ field, on the page the form came from.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.contrib import messages
@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
@@ -27,6 +27,7 @@ from kueueweb.roles import can_operate_in
 from multicluster.choices import PodPhase
 from multicluster.models import Pod
 from scheduling import jobframework, services
+from scheduling.jobframework import registry
 from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
 from scheduling.web.forms import field_errors
@@ -42,9 +43,16 @@ _INTEGER = re.compile(r"^[+-]?\d+$")
 _DIGITS_READ = 20
 
 
-def _get_job(cluster: str, namespace: str, name: str) -> Job:
-    return get_object_or_404(Job.objects.select_related("cluster"), cluster__name=cluster,
-                             namespace=namespace, name=name)
+def _get_job(cluster: str, namespace: str, kind: str, name: str) -> Job:
+    jobs = Job.objects.select_related("cluster").filter(cluster__name=cluster,
+                                                          namespace=namespace)
+    try:
+        job = services.find_job(jobs, name, kind=kind)
+    except ValidationError as exc:  # a malformed kind names no page
+        raise Http404(" ".join(exc.messages)) from exc
+    if job is None:
+        raise Http404(f"No {kind} {namespace}/{name} in cluster {cluster}.")
+    return job
 
 
 # =========================================================================================
@@ -98,16 +106,45 @@ def _region_controls(job: Job, workloads: list[Workload], request: HttpRequest, 
                                 workloads=workloads, flash=flash)
 
 
-def _region_pods(job: Job) -> dict[str, Any]:
+def _pod_counts() -> dict[str, int]:
+    return {"total": 0, "running": 0, "ready": 0, "pending": 0, "gated": 0}
+
+
+def _count_pod(counts: dict[str, int], pod: Pod) -> None:
+    counts["total"] += 1
+    counts["running"] += pod.phase == PodPhase.RUNNING
+    counts["ready"] += bool(pod.ready)
+    counts["pending"] += pod.phase == PodPhase.PENDING
+    counts["gated"] += bool(pod.scheduling_gates) or pod.reason == "SchedulingGated"
+
+
+def _job_pod_sets(job: Job, workloads: list[Workload]) -> Sequence[Mapping[str, Any]]:
+    """The pod sets (roles) of the job: as its current workload asks for them, else as its
+    newest workload did (a finished job), else as its kind reads them from the manifest."""
+    shown = elastic.current_slice(workloads) or (workloads[-1] if workloads else None)
+    if shown is not None:
+        return list(shown.pod_sets or ())
+    return registry.integration_for(job).pod_sets(job.manifest, partial_admission=True)
+
+
+def _region_pods(job: Job, workloads: list[Workload]) -> dict[str, Any]:
     pods = list(Pod.objects.filter(job=job).select_related("cluster", "workload")
                 .order_by("pod_set", "name")[:POD_LIMIT])
-    counts = {"running": 0, "ready": 0, "pending": 0, "gated": 0}
+    counts = _pod_counts()
+    by_pod_set: dict[str, dict[str, int]] = {}
     for pod in pods:
-        counts["running"] += pod.phase == PodPhase.RUNNING
-        counts["ready"] += bool(pod.ready)
-        counts["pending"] += pod.phase == PodPhase.PENDING
-        counts["gated"] += bool(pod.scheduling_gates) or pod.reason == "SchedulingGated"
-    return {"pods": pods, "pod_counts": counts}
+        _count_pod(counts, pod)
+        _count_pod(by_pod_set.setdefault(pod.pod_set, _pod_counts()), pod)
+    pod_sets = []
+    for ps in _job_pod_sets(job, workloads):
+        name = str(ps.get("name", jobframework.DEFAULT_POD_SET_NAME))
+        requests = jobframework.pod_set_requests(ps)
+        pod_sets.append({
+            "name": name, "count": ps.get("count", 1), "min_count": ps.get("minCount"),
+            "requests": [f"{resource}: {value}" for resource, value in requests.items()],
+            "pods": by_pod_set.get(name, _pod_counts()),
+        })
+    return {"pods": pods, "pod_counts": counts, "pod_sets": pod_sets}
 
 
 def _region_events(job: Job, request: HttpRequest) -> dict[str, Any]:
@@ -131,7 +168,7 @@ def _job_context(job: Job, request: HttpRequest, regions: tuple[str, ...], *,
     builders: Mapping[str, Callable[[], dict[str, Any]]] = {
         "summary": lambda: _region_summary(job, workloads),
         "controls": lambda: _region_controls(job, workloads, request, page=page),
-        "pods": lambda: _region_pods(job),
+        "pods": lambda: _region_pods(job, workloads),
         "slices": lambda: slices.slice_history(job, workloads=workloads),
         "events": lambda: _region_events(job, request),
     }
@@ -142,8 +179,25 @@ def _job_context(job: Job, request: HttpRequest, regions: tuple[str, ...], *,
 
 @require_GET
 @reader_required
-def job_detail(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
-    job = _get_job(cluster, namespace, name)
+def job_by_name(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
+    """A job addressed by its name alone: its page when one kind has the name, else the
+    jobs of that name to choose from."""
+    jobs = list(Job.objects.select_related("cluster").filter(
+        cluster__name=cluster, namespace=namespace, name=name).order_by("api_group", "kind"))
+    if not jobs:
+        raise Http404(f"No job {namespace}/{name} in cluster {cluster}.")
+    if len(jobs) == 1:
+        return HttpResponseRedirect(slices.job_url(jobs[0]))
+    return render(request, "scheduling/job_choose.html", {
+        "jobs": [(job, slices.job_url(job)) for job in jobs], "namespace": namespace,
+        "name": name, "cluster": cluster})
+
+
+@require_GET
+@reader_required
+def job_detail(request: HttpRequest, cluster: str, namespace: str, kind: str,
+               name: str) -> HttpResponse:
+    job = _get_job(cluster, namespace, kind, name)
     context = _job_context(job, request, JOB_REGIONS, page=True)
     context["live_clusters"] = str(job.cluster_id)
     return render(request, "scheduling/job_detail.html", context)
@@ -152,11 +206,11 @@ def job_detail(request: HttpRequest, cluster: str, namespace: str, name: str) ->
 @require_GET
 @reader_required
 def job_region(
-    request: HttpRequest, cluster: str, namespace: str, name: str, region: str
+    request: HttpRequest, cluster: str, namespace: str, kind: str, name: str, region: str
 ) -> HttpResponse:
     if region not in JOB_REGIONS:
         raise Http404("No such region.")
-    job = _get_job(cluster, namespace, name)
+    job = _get_job(cluster, namespace, kind, name)
     return render(request, f"scheduling/_job_{region}.html",
                   _job_context(job, request, (region,)))
 
@@ -208,10 +262,11 @@ def _typed_integer(raw: str) -> int:
 
 @require_POST
 @reader_required
-def job_scale(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
+def job_scale(request: HttpRequest, cluster: str, namespace: str, kind: str,
+              name: str) -> HttpResponse:
     """Set the counts of the job's scalable pod sets (one field each, named as
     ``slices.scale_control`` names them); back to the page the form came from (``next``)."""
-    job = _get_job(cluster, namespace, name)
+    job = _get_job(cluster, namespace, kind, name)
     if not can_operate_in(request.user, job.namespace):
         raise PermissionDenied(f"You may not scale jobs in namespace {job.namespace!r}.")
     back = _safe_next(request, job)

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -16,9 +18,11 @@ from django.views.decorators.http import require_http_methods
 from kueueweb.models import ALL_NAMESPACES
 from kueueweb.roles import Role, granted_namespaces, role_of
 from scheduling import services
+from scheduling.jobframework import registry
+from scheduling.jobs import examples as job_examples
 from scheduling.manifests import yamlio
 from scheduling.models import LocalQueue
-from scheduling.web.forms import EXAMPLE_JOB, JobSubmitForm, field_errors
+from scheduling.web.forms import JobSubmitForm, field_errors
 from scheduling.web.workloads import reader_required
 
 
@@ -37,10 +41,32 @@ def _parse(text: str) -> tuple[Mapping[str, Any] | None, list[tuple[str, str]]]:
     except yamlio.ManifestSyntaxError as exc:
         return None, [("manifest", str(exc))]
     if len(documents) != 1:
-        return None, [("manifest", f"expected one Job, found {len(documents)} documents")]
+        return None, [("manifest", f"expected one job, found {len(documents)} documents")]
     if not isinstance(documents[0], Mapping):
         return None, [("manifest", "the manifest must be an object (a batch/v1 Job or another enabled kind)")]
     return documents[0], []
+
+
+@dataclass(frozen=True)
+class Example:
+    """An example manifest the form offers: ``key`` names it in ``?example=``."""
+
+    key: str
+    label: str
+    text: str
+
+
+def examples() -> list[Example]:
+    """The example manifest of every enabled kind that has one, the batch/v1 Job first."""
+    config: Mapping[str, Any] = settings.KUEUEWEB
+    enabled = registry.enabled_names(config)
+    found = []
+    for integration in registry.registered():
+        text = job_examples.example_for(integration) if integration.framework_name in enabled else None
+        if text is not None:
+            found.append(Example(integration.kind, f"{integration.kind} ({integration.api_version})",
+                                 text))
+    return sorted(found, key=lambda e: (e.key != "Job", e.key))
 
 
 @require_http_methods(["GET", "POST"])
@@ -51,6 +77,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
     options = namespace_options(request.user)
     max_bytes = yamlio.max_manifest_bytes()
     errors: list[tuple[str, str]] = []
+    offered = examples()
+    chosen = next((e for e in offered if e.key == request.GET.get("example")),
+                  offered[0] if offered else None)
     if request.method == "POST":
         form = JobSubmitForm(request.POST, max_bytes=max_bytes)
         if form.is_valid():
@@ -76,11 +105,15 @@ def job_new(request: HttpRequest) -> HttpResponse:
                     for name, es in form.errors.items() if name != "namespace" for e in es),
                   *errors]
     else:
-        initial = {"manifest": EXAMPLE_JOB, "namespace": options[0] if len(options) == 1 else ""}
+        namespace = request.GET.get("namespace") or (options[0] if len(options) == 1 else "")
+        initial = {"manifest": chosen.text if chosen is not None else "", "namespace": namespace}
         form = JobSubmitForm(initial=initial, max_bytes=max_bytes)
     return render(request, "scheduling/job_new.html", {
         "form": form,
         "errors": errors,
         "namespace_options": options,
         "max_bytes": max_bytes,
+        "examples": offered,
+        "chosen_example": chosen.key if chosen is not None else "",
+        "example_texts": {e.key: e.text for e in offered},
     })

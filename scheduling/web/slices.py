@@ -73,7 +73,7 @@ def _workload_url(wl: Workload) -> str:
 
 def job_url(job: Job) -> str:
     return reverse("ui-job", kwargs={"cluster": job.cluster.name, "namespace": job.namespace,
-                                     "name": job.name})
+                                     "kind": job.kind_reference, "name": job.name})
 
 
 def job_workloads(job: Job) -> list[Workload]:

@@ -5,7 +5,9 @@ from django.urls import path
 from scheduling.web import job_detail, jobs, workloads
 
 _WORKLOAD = "c/<str:cluster>/namespaces/<str:namespace>/workloads/<str:name>/"
-_JOB = "c/<str:cluster>/namespaces/<str:namespace>/jobs/<str:name>/"
+_JOBS = "c/<str:cluster>/namespaces/<str:namespace>/jobs/"
+# Jobs of different kinds may share a name: the page of a job is addressed by both.
+_JOB = _JOBS + "<str:kind>/<str:name>/"
 
 urlpatterns = [
     path("workloads/", workloads.workload_list, name="ui-workloads"),
@@ -16,6 +18,7 @@ urlpatterns = [
     path(_WORKLOAD + "actions/<str:action>/", workloads.workload_action,
          name="ui-workload-action"),
     path("jobs/new/", jobs.job_new, name="ui-job-new"),
+    path(_JOBS + "<str:name>/", job_detail.job_by_name, name="ui-job-by-name"),
     path(_JOB, job_detail.job_detail, name="ui-job"),
     path(_JOB + "partial/<str:region>/", job_detail.job_region, name="ui-job-partial"),
     path(_JOB + "scale/", job_detail.job_scale, name="ui-job-scale"),

@@ -29,7 +29,7 @@ RECONCILE_ELSEWHERE = (
 
 
 def job_url(job: Job) -> str:
-    return f"/c/manager/namespaces/{job.namespace}/jobs/{job.name}/"
+    return f"/c/manager/namespaces/{job.namespace}/jobs/{job.kind}/{job.name}/"
 
 
 def admitted(page: Any) -> str:

@@ -218,7 +218,8 @@ def _short(data: Any) -> str:
 
 
 def _fuzz_ui_forms(application: Any, user: User, manager: Cluster, watch: Watch) -> None:
-    jobs = {ns: f"/c/{manager.name}/namespaces/{ns}/jobs/sample-job/" for ns in (GRANTED, OTHER)}
+    jobs = {ns: f"/c/{manager.name}/namespaces/{ns}/jobs/Job/sample-job/"
+            for ns in (GRANTED, OTHER)}
     workloads = {
         ns: f"/c/{manager.name}/namespaces/{ns}/workloads/"
             f"{Workload.objects.filter(namespace=ns).order_by('name')[0].name}/"

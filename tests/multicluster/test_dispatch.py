@@ -468,3 +468,48 @@ def test_an_mpijob_runs_on_the_winner_and_its_status_comes_back(
         "Succeeded", "MPIJob pi is successfully completed.")
     job.refresh_from_db()
     assert MPIJob().finished(job.status) == ("Succeeded", "MPIJob pi is successfully completed.")
+
+
+def test_a_job_and_a_jobset_of_one_name_run_apart_on_the_workers(
+    hub: Cluster, t0: datetime,
+) -> None:
+    from scheduling import services
+
+    everything = Everything()
+    Job.objects.all().delete()
+    container = {"name": "c", "image": "busybox", "command": ["sleep", "20"],
+                 "resources": {"requests": {"cpu": "500m", "memory": "100Mi"}}}
+    labels = {"kueue.x-k8s.io/queue-name": "multikueue-queue"}
+    jobset = services.submit_job({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "twin", "labels": labels},
+        "spec": {"managedBy": "kueue.x-k8s.io/multikueue", "replicatedJobs": [
+            {"name": "workers", "replicas": 2, "template": {"spec": {"template": {"spec": {
+                "containers": [container]}}}}},
+        ]},
+    }, namespace="research", cluster=hub)
+    job = services.submit_job({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "twin", "labels": labels},
+        "spec": {"managedBy": "kueue.x-k8s.io/multikueue", "template": {"spec": {
+            "containers": [container], "restartPolicy": "Never"}}},
+    }, namespace="research", cluster=hub)
+
+    everything.step(t0)
+
+    remote = {}
+    for hub_job in (job, jobset):
+        (wl,) = Workload.objects.filter(job=hub_job)
+        assert wl.name.startswith(f"{hub_job.kind.lower()}-twin-")
+        copy = Workload.objects.select_related("job").get(cluster__name=wl.cluster_name,
+                                                          name=wl.name)
+        assert copy.job is not None
+        remote[hub_job.kind] = copy.job
+    assert {(j.kind, j.name) for j in remote.values()} == {("Job", "twin"), ("JobSet", "twin")}
+    # Both won on the same worker (the first in the config), where the names meet.
+    assert remote["Job"].cluster_id == remote["JobSet"].cluster_id
+    assert remote["Job"].pk != remote["JobSet"].pk
+
+    everything.step(at(t0, 30))
+    for hub_job in (job, jobset):
+        assert Workload.objects.get(job=hub_job).phase == WorkloadPhase.FINISHED

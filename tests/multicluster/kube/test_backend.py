@@ -20,12 +20,14 @@ from multicluster.kube.errors import KubeApiError
 from multicluster.kube.manifests import (
     ORIGIN_LABEL,
     gang_workload,
+    gang_workload_name,
     reduce_job,
     remote_object,
 )
 from multicluster.models import Cluster
 from scheduling.jobframework import PODSET_LABEL, PREBUILT_WORKLOAD_LABEL, PodSetInfo
 from scheduling.jobs.job import BatchJob
+from scheduling.jobs.jobset import JobSet
 from tests.fixtures.scheduling import job_manifest
 
 pytestmark = pytest.mark.django_db
@@ -265,7 +267,7 @@ def test_the_gang_workload_is_created_where_the_workload_api_is_served(
 
     created = backend.create_job(remote_job(
         submitted("gang", parallelism=3), namespace=kube_api.namespace, origin=ORIGIN,
-        workload_name="w", parallelism=3, gang_workload="gang"))
+        workload_name="w", parallelism=3, gang_workload="job-gang"))
     backend.create_gang_workload(gang_workload(
         BatchJob(), namespace=kube_api.namespace, job_name="gang", origin=ORIGIN,
         pod_groups={"main": 3},
@@ -273,9 +275,10 @@ def test_the_gang_workload_is_created_where_the_workload_api_is_served(
 
     job = backend.get_job(kube_api.namespace, "gang")
     assert job is not None
-    assert job["spec"]["template"]["spec"]["workloadRef"] == {"name": "gang",
+    assert job["spec"]["template"]["spec"]["workloadRef"] == {"name": "job-gang",
                                                               "podGroup": "main"}
-    workload = backend.get_gang_workload(kube_api.namespace, "gang")
+    # Named after the job's kind too: a JobSet "gang" would have its own.
+    workload = backend.get_gang_workload(kube_api.namespace, "job-gang")
     assert workload is not None
     assert workload["spec"]["podGroups"] == [{"name": "main",
                                               "policy": {"gang": {"minCount": 3}}}]
@@ -284,7 +287,16 @@ def test_the_gang_workload_is_created_where_the_workload_api_is_served(
     assert workload["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
 
     backend.delete_job(kube_api.namespace, "gang")
-    assert backend.get_gang_workload(kube_api.namespace, "gang") is None
+    assert backend.get_gang_workload(kube_api.namespace, "job-gang") is None
+
+
+def test_gang_workload_names_differ_by_kind_and_fit_a_name() -> None:
+    assert (gang_workload_name(BatchJob(), "train"), gang_workload_name(JobSet(), "train")) == (
+        "job-train", "jobset-train")
+    long = "a" * 253
+    names = {gang_workload_name(BatchJob(), long), gang_workload_name(JobSet(), long)}
+    assert len(names) == 2
+    assert all(len(name) <= 253 for name in names)
 
 
 def test_without_the_workload_api_there_is_no_gang(kube_api: Any, backend: KubeBackend) -> None:
@@ -307,7 +319,7 @@ def test_the_gang_workload_follows_discovery_on_a_real_cluster(
         pod_groups={"main": 2},
         job_uid=created["metadata"]["uid"]))
 
-    found = backend.get_gang_workload(kube_api.namespace, "gang-real")
+    found = backend.get_gang_workload(kube_api.namespace, "job-gang-real")
 
     assert found is not None
     assert found["spec"]["podGroups"][0]["policy"]["gang"]["minCount"] == 2

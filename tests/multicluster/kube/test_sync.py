@@ -354,17 +354,17 @@ def test_the_gang_workload_is_created_with_the_job(kube_api: Any, domain: Cluste
 
     admit_and_start(kube_api, domain, job, t0)
 
-    gang = kube_api.get("workloads", kube_api.namespace, "gang")
+    gang = kube_api.get("workloads", kube_api.namespace, "job-gang")
     assert gang is not None
     assert gang["spec"]["podGroups"] == [{"name": "main", "policy": {"gang": {"minCount": 4}}}]
     remote = kube_api.get("jobs", kube_api.namespace, "gang")
-    assert remote["spec"]["template"]["spec"]["workloadRef"] == {"name": "gang",
+    assert remote["spec"]["template"]["spec"]["workloadRef"] == {"name": "job-gang",
                                                                  "podGroup": "main"}
     assert gang["metadata"]["ownerReferences"][0]["uid"] == remote["metadata"]["uid"]
 
     kube_api.complete_job(kube_api.namespace, "gang")
     sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=30))
-    assert kube_api.get("workloads", kube_api.namespace, "gang") is None
+    assert kube_api.get("workloads", kube_api.namespace, "job-gang") is None
 
 
 def test_no_gang_workload_where_the_api_is_not_served(kube_api: Any, domain: Cluster,

@@ -177,3 +177,38 @@ def test_a_cluster_without_the_jobset_crd_warns_the_jobset_and_keeps_running_job
 
     assert later.started == [f"{kube_api.namespace}/{jobset.name}"]
     assert kube_api.get("jobsets", kube_api.namespace, jobset.name) is not None
+
+
+def test_a_job_and_a_jobset_of_one_name_are_two_objects_on_the_cluster(
+    kube_api: Any, domain: Cluster, t0: datetime,
+) -> None:
+    kube_api.require_fake()
+    kube_api.install_jobset_crd()
+    kube_api.serve_gang_api = True
+    jobset_manifest = yaml.safe_load(SAMPLE.read_text())
+    del jobset_manifest["metadata"]["generateName"]
+    jobset_manifest["metadata"]["name"] = "shared"
+    jobset = services.submit_job(jobset_manifest, namespace=kube_api.namespace, cluster=domain)
+    job = services.submit_job(job_manifest("shared", "user-queue"),
+                              namespace=kube_api.namespace, cluster=domain)
+    admission.run_admission_cycle(domain.pk, now=t0)
+    assert {workload(job).phase, workload(jobset).phase} == {WorkloadPhase.ADMITTED}
+
+    started = sync_kube_cluster(domain.pk, now=t0)
+
+    key = f"{kube_api.namespace}/shared"
+    assert started.started == [key, key]
+    assert kube_api.get("jobs", kube_api.namespace, "shared")["kind"] == "Job"
+    assert kube_api.get("jobsets", kube_api.namespace, "shared")["kind"] == "JobSet"
+    # Each has its own gang Workload, named after its kind.
+    assert kube_api.get("workloads", kube_api.namespace, "job-shared") is not None
+    gang = kube_api.get("workloads", kube_api.namespace, "jobset-shared")
+    assert [g["name"] for g in gang["spec"]["podGroups"]] == ["workers", "driver"]
+
+    services.delete_job(job)
+    sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=5))
+
+    assert kube_api.get("jobs", kube_api.namespace, "shared") is None
+    assert kube_api.get("workloads", kube_api.namespace, "job-shared") is None
+    assert kube_api.get("jobsets", kube_api.namespace, "shared") is not None
+    assert kube_api.get("workloads", kube_api.namespace, "jobset-shared") is not None

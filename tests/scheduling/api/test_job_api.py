@@ -61,7 +61,7 @@ def test_submit_json_answers_with_the_manifest_and_status(
 
     assert response.status_code == 201, response.json()
     job = Job.objects.get()
-    assert response["Location"] == "/api/v1/namespaces/team-a/jobs/pi/"
+    assert response["Location"] == "/api/v1/namespaces/team-a/jobs/pi/?kind=Job"
     assert response.json() == {
         **manifest(),
         "metadata": {
@@ -217,7 +217,7 @@ def test_read_list_and_delete(admin_client_api: APIClient, queues: None) -> None
     assert [j["metadata"]["name"] for j in everywhere.json()["results"]] == ["a", "b"]
     assert [j["metadata"]["name"] for j in searched.json()["results"]] == ["b"]
     assert deleted.status_code == 204
-    assert (missing.status_code, missing.json()) == (404, {"detail": 'jobs.batch "a" not found'})
+    assert (missing.status_code, missing.json()) == (404, {"detail": 'jobs "a" not found'})
     assert list(Workload.objects.values_list("job__name", flat=True)) == ["b"]
 
 

@@ -325,7 +325,7 @@ def test_the_scale_control_has_a_field_for_the_kinds_pod_set(
 ) -> None:
     client = ui_client_for(admin_user)
     page = reverse("ui-job", kwargs={"cluster": running_sleeper.cluster.name,
-                                     "namespace": "ns", "name": "nap"})
+                                     "namespace": "ns", "kind": "Sleeper", "name": "nap"})
     body = client.get(page).content.decode()
     assert "example.kueueweb.io/v1 Sleeper in namespace" in body
     assert (f'<label for="scale-podSets-{POD_SET}" class="inline-label" '
@@ -334,7 +334,8 @@ def test_the_scale_control_has_a_field_for_the_kinds_pod_set(
     assert 'data-confirm-template="Scale job ns/nap from pod set workers 2 to {n}?"' in body
 
     response = client.post(reverse("ui-job-scale", kwargs={
-        "cluster": running_sleeper.cluster.name, "namespace": "ns", "name": "nap"}),
+        "cluster": running_sleeper.cluster.name, "namespace": "ns", "kind": "Sleeper",
+        "name": "nap"}),
         {f"podSets.{POD_SET}": "1", "next": page}, follow=True)
 
     assert "scaled down from 2 to 1" in response.content.decode()

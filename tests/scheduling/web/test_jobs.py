@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from scheduling.jobframework import registry
+from scheduling.jobs.examples import example_for
 from scheduling.manifests.yamlio import dump_documents
 from scheduling.models import ClusterQueue, Job, Workload
 from tests.fixtures.accounts import ui_client_for
@@ -81,14 +86,52 @@ def test_submitting_creates_the_job_and_shows_its_workload(
     assert workload.pod_sets[0]["count"] == 2
 
 
-def test_the_example_manifest_submits_as_is(admin_user: User, make_queue: Callable[..., ClusterQueue]) -> None:
-    from scheduling.web.forms import EXAMPLE_JOB
+def test_the_form_offers_an_example_per_enabled_kind(operator: User, queue: ClusterQueue) -> None:
+    enabled = registry.enabled_names(settings.KUEUEWEB)
+    kinds = [i.kind for i in registry.registered() if i.framework_name in enabled]
+    body = ui_client_for(operator).get(URL).content.decode()
+    offered = re.findall(r'<option value="([A-Za-z]+)"( selected)?>', body)
+    # The Job first and chosen; every enabled kind has one.
+    assert offered[0] == ("Job", " selected")
+    assert sorted(kind for kind, _ in offered) == sorted(kinds)
+    assert {"RayCluster", "JobSet"} <= set(kinds)
+    assert 'id="example-texts"' in body
 
-    cq = make_queue("cq", {"cpu": "4"}, namespace="team-a")
+
+def test_choosing_an_example_puts_it_in_the_editor(operator: User, queue: ClusterQueue) -> None:
+    body = ui_client_for(operator).get(URL + "?example=JobSet&namespace=team-a").content.decode()
+    assert '<option value="JobSet" selected>' in body
+    editor = body[body.index('id="manifest"'):]
+    assert "kind: JobSet" in editor[:editor.index("</textarea>")]
+    assert 'name="namespace" value="team-a"' in body
+
+
+def test_an_unknown_example_falls_back_to_the_job(operator: User, queue: ClusterQueue) -> None:
+    body = ui_client_for(operator).get(URL + "?example=Nope").content.decode()
+    assert '<option value="Job" selected>' in body
+
+
+@pytest.mark.parametrize("kind", sorted(i.kind for i in registry.registered()
+                                        if example_for(i) is not None))
+def test_every_example_submits_as_is(
+    admin_user: User, make_queue: Callable[..., ClusterQueue], settings: Any, kind: str,
+) -> None:
+    settings.KUEUEWEB = {**settings.KUEUEWEB, "INTEGRATIONS_FRAMEWORKS": [
+        i.framework_name for i in registry.registered()]}
+    cq = make_queue("cq", {"cpu": "20", "memory": "20Gi"}, namespace="team-a")
     cq.local_queues.update(name="user-queue")
-    response = ui_client_for(admin_user).post(URL, {"namespace": "team-a", "manifest": EXAMPLE_JOB})
-    assert response.status_code == 302
-    assert Job.objects.get(namespace="team-a").name.startswith("sample-job-")
+    (integration,) = [i for i in registry.registered() if i.kind == kind]
+    text = example_for(integration)
+    assert text is not None
+    response = ui_client_for(admin_user).post(URL, {"namespace": "team-a", "manifest": text})
+    assert response.status_code == 302, response.content.decode()
+    job = Job.objects.get(namespace="team-a")
+    assert (job.api_version, job.kind) == (integration.api_version, kind)
+    assert job.name.startswith(f"sample-{kind.lower()}-")
+
+
+def test_every_registered_kind_has_an_example() -> None:
+    assert [i.kind for i in registry.registered() if example_for(i) is None] == []
 
 
 def test_a_bad_manifest_shows_the_field_path_and_keeps_the_text(
@@ -118,7 +161,7 @@ def test_several_documents_are_refused(operator: User, queue: ClusterQueue) -> N
     text = as_yaml(job_manifest("a", "lq-cq")) + as_yaml(job_manifest("b", "lq-cq"))
     body = ui_client_for(operator).post(URL, {"namespace": "team-a", "manifest": text}
                                      ).content.decode()
-    assert "expected one Job, found 2 documents" in body
+    assert "expected one job, found 2 documents" in body
     assert not Job.objects.exists()
 
 

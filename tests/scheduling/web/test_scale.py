@@ -31,12 +31,13 @@ NOT_ELASTIC_REASON = ('Only elastic jobs (annotation kueue.x-k8s.io/elastic-job:
 
 def job_page(job: Job, suffix: str = "") -> str:
     return reverse("ui-job", kwargs={"cluster": job.cluster.name, "namespace": job.namespace,
-                                     "name": job.name}) + suffix
+                                     "kind": job.kind, "name": job.name}) + suffix
 
 
 def scale_url(job: Job) -> str:
     return reverse("ui-job-scale", kwargs={"cluster": job.cluster.name,
-                                           "namespace": job.namespace, "name": job.name})
+                                           "namespace": job.namespace, "kind": job.kind,
+                                           "name": job.name})
 
 
 def workload_page(wl: Workload) -> str:
@@ -137,7 +138,8 @@ def test_the_job_page_counts_gated_pods(viewer_ui: Client, elastic_job: Job) -> 
 
 def test_an_unknown_job_or_region_is_not_found(viewer_ui: Client, elastic_job: Job) -> None:
     assert viewer_ui.get(reverse("ui-job", kwargs={
-        "cluster": "manager", "namespace": "team-a", "name": "nope"})).status_code == 404
+        "cluster": "manager", "namespace": "team-a", "kind": "Job", "name": "nope"})
+    ).status_code == 404
     assert viewer_ui.get(job_page(elastic_job, "partial/secrets/")).status_code == 404
 
 
@@ -382,7 +384,7 @@ def test_viewers_and_other_namespaces_are_refused(
 
 def test_an_unknown_job_is_not_found(operator_ui: Client, queue: ClusterQueue) -> None:
     url = reverse("ui-job-scale", kwargs={"cluster": "manager", "namespace": "team-a",
-                                          "name": "nope"})
+                                          "kind": "Job", "name": "nope"})
     assert operator_ui.post(url, {"parallelism": "2"}).status_code == 404
 
 
