@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,8 @@ from tests.fixtures.scheduling import job_manifest
 pytestmark = pytest.mark.django_db
 
 URL = "/jobs/new/"
+TRAINING_RUNTIME = (Path(__file__).resolve().parents[2] / "fixtures" / "kueue_examples" / "jobs"
+                    / "trainjobs-2.yaml")
 
 
 @pytest.fixture
@@ -117,7 +120,8 @@ def test_every_example_submits_as_is(
     admin_user: User, make_queue: Callable[..., ClusterQueue], settings: Any, kind: str,
 ) -> None:
     settings.KUEUEWEB = {**settings.KUEUEWEB, "INTEGRATIONS_FRAMEWORKS": [
-        i.framework_name for i in registry.registered()]}
+        i.framework_name for i in registry.registered()], "TRAINING_RUNTIMES": [
+        str(TRAINING_RUNTIME)]}  # the TrainJob example names Trainer's torch-distributed
     cq = make_queue("cq", {"cpu": "20", "memory": "20Gi"}, namespace="team-a")
     cq.local_queues.update(name="user-queue")
     (integration,) = [i for i in registry.registered() if i.kind == kind]
