@@ -120,11 +120,15 @@ def _count_pod(counts: dict[str, int], pod: Pod) -> None:
 
 def _job_pod_sets(job: Job, workloads: list[Workload]) -> Sequence[Mapping[str, Any]]:
     """The pod sets (roles) of the job: as its current workload asks for them, else as its
-    newest workload did (a finished job), else as its kind reads them from the manifest."""
+    newest workload did (a finished job), else as its kind reads them from the manifest
+    (none for a kind that makes no Workload, a CronJob)."""
     shown = elastic.current_slice(workloads) or (workloads[-1] if workloads else None)
     if shown is not None:
         return list(shown.pod_sets or ())
-    return registry.integration_for(job).pod_sets(job.manifest, partial_admission=True)
+    integration = registry.by_kind(job.api_version, job.kind)
+    if not isinstance(integration, jobframework.GenericJob):
+        return []
+    return integration.pod_sets(job.manifest, partial_admission=True)
 
 
 def _region_pods(job: Job, workloads: list[Workload]) -> dict[str, Any]:

@@ -478,7 +478,7 @@ def test_a_cronjob_is_shown_and_listed_but_has_nothing_to_scale(
     assert detail.status_code == 200
     assert detail.json()["kind"] == "CronJob"
     assert admin_client_api.get(f"{URL}?kind=CronJob").status_code == 200
-    page = admin_ui.get(f"/c/{cronjob.cluster.name}/namespaces/default/jobs/{cronjob.name}/")
+    page = admin_ui.get(f"/c/{cronjob.cluster.name}/namespaces/default/jobs/CronJob/{cronjob.name}/")
     assert page.status_code == 200
     assert b"sample-cronjob" in page.content
 
