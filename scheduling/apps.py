@@ -23,30 +23,35 @@ class SchedulingConfig(AppConfig):
         if problems:
             raise ImproperlyConfigured(
                 "KUEUEWEB['INTEGRATIONS_FRAMEWORKS']: " + "; ".join(problems))
-        load_training_runtimes(config)
-        setting_changed.connect(_reload_training_runtimes, dispatch_uid="training-runtimes")
+        configure_kinds(config)
+        setting_changed.connect(_reconfigure_kinds, dispatch_uid="configure-job-kinds")
 
 
-def load_training_runtimes(config: Mapping[str, Any]) -> None:
-    """The TrainJob runtimes from the YAML files ``KUEUEWEB["TRAINING_RUNTIMES"]`` names;
-    an unreadable file or a malformed runtime fails startup, naming the file."""
-    from scheduling.jobs.trainjob import RUNTIMES
+def configure_kinds(config: Mapping[str, Any]) -> None:
+    """Give each registered kind the documents of the YAML files its ``document_settings``
+    list (a TrainJob's training runtimes); an unreadable file or a malformed document fails
+    startup, naming the setting and the file."""
+    from scheduling.jobframework import registry
 
-    documents: list[Any] = []
-    problems: list[str] = []
-    for path in config.get("TRAINING_RUNTIMES") or ():
-        try:
-            loaded = [d for d in yaml.safe_load_all(Path(path).read_text()) if d is not None]
-        except (OSError, yaml.YAMLError) as exc:
-            problems.append(f"{path}: {exc}")
-            continue
-        documents.extend(loaded)
-        problems.extend(f"{path}: {p}" for p in RUNTIMES.read(loaded)[1])
-    problems = problems or RUNTIMES.replace(documents)
-    if problems:
-        raise ImproperlyConfigured("KUEUEWEB['TRAINING_RUNTIMES']: " + "; ".join(problems))
+    for kind in registry.all_kinds():
+        files: dict[str, list[tuple[str, list[Any]]]] = {}
+        problems: list[str] = []
+        for key in kind.document_settings:
+            for path in config.get(key) or ():
+                try:
+                    documents = [d for d in yaml.safe_load_all(Path(path).read_text())
+                                 if d is not None]
+                except (OSError, yaml.YAMLError) as exc:
+                    problems.append(f"KUEUEWEB['{key}']: {path}: {exc}")
+                    continue
+                files.setdefault(key, []).append((str(path), documents))
+        if not problems:
+            problems = [f"KUEUEWEB[{', '.join(repr(k) for k in kind.document_settings)}]: {p}"
+                        for p in kind.configure(files)]
+        if problems:
+            raise ImproperlyConfigured("; ".join(problems))
 
 
-def _reload_training_runtimes(*, setting: str, **_: Any) -> None:
+def _reconfigure_kinds(*, setting: str, **_: Any) -> None:
     if setting == "KUEUEWEB":
-        load_training_runtimes(settings.KUEUEWEB)
+        configure_kinds(settings.KUEUEWEB)

@@ -146,6 +146,16 @@ class JobKind(ABC):
     plural: str
     """The resource name on an API server (``jobs``)."""
     max_name_length: int = 253
+    document_settings: tuple[str, ...] = ()
+    """Keys of ``KUEUEWEB`` whose value lists YAML files of objects the kind reads, as
+    Kueue reads objects an integration depends on from the cluster (a TrainJob's training
+    runtimes); given to ``configure``."""
+
+    def configure(self, files: Mapping[str, Sequence[tuple[str, list[Any]]]]) -> list[str]:
+        """Take the documents of the files each of ``document_settings`` lists (by setting,
+        as (path, documents) pairs), at startup and whenever the settings change; what is
+        wrong with them, in which case nothing changes. Default: nothing to read."""
+        return []
 
     @property
     def enabled_with(self) -> str:

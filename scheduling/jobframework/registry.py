@@ -40,6 +40,11 @@ def _loaded() -> dict[str, JobKind]:
     return _integrations
 
 
+def all_kinds() -> list[JobKind]:
+    """Every registered kind, those that make no Workload too."""
+    return list(_loaded().values())
+
+
 def registered() -> list[GenericJob]:
     """The kinds Kueue queues (the ones that make Workloads)."""
     return [i for i in _loaded().values() if isinstance(i, GenericJob)]

@@ -135,6 +135,7 @@ def _runtime_key(document: Any) -> tuple[tuple[str, str, str] | None, list[Field
     return (str(kind), scope, str(name)), []
 
 
+RUNTIMES_SETTING = "TRAINING_RUNTIMES"
 RUNTIMES = TrainingRuntimes()
 """The runtimes of this process, loaded from ``KUEUEWEB["TRAINING_RUNTIMES"]`` at startup."""
 
@@ -362,10 +363,19 @@ class TrainJob(GenericJob):
     kind = "TrainJob"
     plural = "trainjobs"
     max_name_length = MAX_NAME_LENGTH
+    document_settings = (RUNTIMES_SETTING,)
 
     def __init__(self, runtimes: TrainingRuntimes = RUNTIMES) -> None:
         self.runtimes = runtimes
         self.simulated = TrainJobController(runtimes)
+
+    def configure(self, files: Mapping[str, Sequence[tuple[str, list[Any]]]]) -> list[str]:
+        """The training runtimes, from the files ``KUEUEWEB["TRAINING_RUNTIMES"]`` lists."""
+        listed = files.get(RUNTIMES_SETTING, ())
+        problems = [f"{path}: {p}" for path, documents in listed
+                    for p in self.runtimes.read(documents)[1]]
+        return problems or self.runtimes.replace(
+            [d for _, documents in listed for d in documents])
 
     def jobset(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """The TrainJob's JobSet, from its runtime (none: a JobSet of no replicated job)."""

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from multicluster.models import Cluster, Pod
 from scheduling import jobframework, services
-from scheduling.apps import load_training_runtimes
+from scheduling.apps import configure_kinds
 from scheduling.choices import WorkloadPhase
 from scheduling.jobframework import registry
 from scheduling.jobs import trainjob
@@ -95,14 +95,14 @@ def test_runtimes_come_from_the_listed_files_and_a_malformed_one_fails_startup(
                    "metadata: {name: x}\nspec: {template: {spec: {replicatedJobs: []}}}\n")
     config = {**settings.KUEUEWEB, "TRAINING_RUNTIMES": [str(bad)]}
     with pytest.raises(ImproperlyConfigured) as raised:
-        load_training_runtimes(config)
+        configure_kinds(config)
     assert "metadata.namespace: is required for a TrainingRuntime" in str(raised.value)
     assert "spec.template.spec.replicatedJobs: must have at least one item" in str(raised.value)
     # Nothing changed: the runtimes loaded before are still there.
     assert trainjob.RUNTIMES.get("ClusterTrainingRuntime", "", "torch-distributed")
 
     with pytest.raises(ImproperlyConfigured, match="missing.yaml"):
-        load_training_runtimes({"TRAINING_RUNTIMES": [str(tmp_path / "missing.yaml")]})
+        configure_kinds({"TRAINING_RUNTIMES": [str(tmp_path / "missing.yaml")]})
 
 
 # --- Pod sets ------------------------------------------------------------------------------
