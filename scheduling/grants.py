@@ -39,7 +39,8 @@ def pod_template_errors(
                                                 path=path)
         found += pod_security.check_service_account(template, allowed=grant.service_accounts,
                                                     path=path)
-        errors.extend(FieldError(v.path, v.message) for v in found)
+        # A Pod is its own template, at the path "": its fields start at ``spec``.
+        errors.extend(FieldError(v.path.removeprefix("."), v.message) for v in found)
     return errors
 
 

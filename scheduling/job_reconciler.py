@@ -347,6 +347,12 @@ def _stop(job: Job, wl: Workload, workloads: Sequence[Workload], backend: Cluste
     obj = backend.read(job, wl, fetch=not job.suspend)
     if obj is not None and obj.gone:
         obj = None
+    integration = integration_of(job)
+    if obj is not None and integration.stop_deletes:
+        # It cannot be suspended again: stopping it is deleting it, and it does not run again.
+        if not obj.suspended and not obj.deleting:
+            backend.delete(job, reason="its workload is no longer admitted")
+        obj = None
     if obj is not None:
         if not obj.suspended and not obj.deleting:
             try:
@@ -364,4 +370,11 @@ def _stop(job: Job, wl: Workload, workloads: Sequence[Workload], backend: Cluste
         steps.add(Step.SUSPENDED)
     if release_stopped(job, workloads, wl, now=now, events=events):
         steps.add(Step.STOPPED)
+    ended = integration.finished(job.status) if integration.stop_deletes else None
+    if ended is not None and wl.phase != WorkloadPhase.FINISHED:
+        # The deleted object ended with its stop: its workload cannot run again, and
+        # finishes as the object did (Kueue does not requeue the workload of a stopped pod).
+        wl.refresh_from_db()
+        if lifecycle.finish(wl, ended[0], ended[1], now=now, events=events):
+            steps.add(Step.FINISHED)
     return steps

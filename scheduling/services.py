@@ -194,10 +194,10 @@ def submit_job(
                           cluster=domain, namespace=namespace, api_group=integration.group,
                           kind=integration.kind), resource))
             queued = isinstance(integration, jobframework.GenericJob)
-            job.manifest = jobframework.default_manifest(
+            job.manifest = integration.default(jobframework.default_manifest(
                 manifest, name=job.name, namespace=namespace, uid=str(job.uid),
                 default_labels=default_labels if queued else None,
-            )
+            ))
             if isinstance(integration, jobframework.GenericJob):
                 job.save()
                 _create_job_workload(integration, job, priority, options)

@@ -185,6 +185,11 @@ class JobKind(ABC):
     def is_suspended(self, manifest: Mapping[str, Any]) -> bool:
         return bool((manifest.get("spec") or {}).get("suspend", False))
 
+    def default(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """The object as the kind's webhook defaults it on create (Kueue's ``Default``),
+        after the queue and priority-class labels; default: unchanged."""
+        return dict(manifest)
+
     def cron_schedule(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
         """The cron schedule the object creates its jobs on, with its field path (a
         CronJob's ``spec.schedule``); the service checks its grammar with the cron library,
@@ -210,6 +215,10 @@ class GenericJob(JobKind):
 
     elastic: bool = False
     """Whether the kind can scale through workload slices (Kueue's elastic-job annotation)."""
+    stop_deletes: bool = False
+    """A running object of the kind cannot be suspended again (a Pod, once ungated): the job
+    reconciler stops it by deleting it, and it is not run again (Kueue's ``JobWithCustomStop``
+    of the pod integration). ``suspended_status`` says how it ended."""
     simulated: SimulatedController | None = None
 
     # --- the Workload --------------------------------------------------------------------

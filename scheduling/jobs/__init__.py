@@ -10,6 +10,7 @@ from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
 from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob
 from scheduling.jobs.mpijob import MPIJob
+from scheduling.jobs.pod import Pod
 from scheduling.jobs.raycluster import RayCluster
 from scheduling.jobs.rayjob import RayJob
 from scheduling.jobs.rayservice import RayService
@@ -31,3 +32,4 @@ register(SparkApplication())
 register(RayService())
 register(TrainJob())
 register(CronJob())
+register(Pod())
