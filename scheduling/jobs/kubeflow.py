@@ -15,10 +15,14 @@ and five small subclasses here; MPIJob (``scheduling.jobs.mpijob``) is one more 
   else the first replica (in pod-set order) whose template names a ``priorityClassName``;
 * finished by its ``Succeeded`` or ``Failed`` condition; PodsReady is the ``Running``
   condition (the operator's, not a pod count); no reclaimable pods;
-* ``TrainingOperator``: the simulated operator. The master (or chief, or an MPIJob's
-  launcher) decides success when the job has one, else every worker must succeed; a failed
-  pod of a replica that restarts ``Never`` or on ``ExitCode`` fails the job, others are
-  replaced until ``runPolicy.backoffLimit`` failures.
+* ``TrainingOperator``: the simulated operator. The master (a TFJob's chief or master, an
+  MPIJob's launcher) decides success when the job has one; without one the workers do: all
+  of them, or as the kind allows fewer (a TFJob's worker 0 unless its ``successPolicy`` is
+  ``AllWorkers``, any worker of a PyTorchJob with an ``elasticPolicy``); an XGBoostJob only
+  by its master. A failed pod of a replica that restarts ``Never`` or on ``ExitCode`` fails
+  the job, others are replaced until ``runPolicy.backoffLimit`` failures. Once the job is
+  finished, ``runPolicy.cleanPodPolicy`` says which pods go: ``None`` (the operator's
+  default) none, ``Running`` the pending and running ones, ``All`` every pod.
 """
 
 from __future__ import annotations
@@ -56,6 +60,11 @@ RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 # A failed pod of such a replica is not restarted: the job fails.
 PERMANENT_FAILURE = ("Never", "ExitCode")
 MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
+CLEAN_POD_POLICIES = ("None", "Running", "All")
+TF_ALL_WORKERS = "AllWorkers"
+TF_SUCCESS_POLICIES = ("", TF_ALL_WORKERS)
+# The operator's default: a finished job's pods are left as they are.
+DEFAULT_CLEAN_POD_POLICY = "None"
 _ACTIVE = ("Pending", "Running")
 
 
@@ -115,16 +124,27 @@ class TrainingOperator(SimulatedController):
             finished = ("Failed", message)
             conditions = cond.set_condition(conditions, "Failed", True,
                                             f"{kind.kind}Failed", message, now=now)
-        elif kind.succeeded(manifest, replica_statuses):
+        elif kind.succeeded(manifest, replica_statuses,
+                            worker0_succeeded=_first_alive_succeeded(by_type.get("worker", []))):
             message = f"{kind.kind} {name} is successfully completed."
             finished = ("Succeeded", message)
             conditions = cond.set_condition(conditions, "Succeeded", True,
                                             f"{kind.kind}Succeeded", message, now=now)
         if finished is not None:
-            # What is still running is deleted (cleanPodPolicy Running).
-            pods.delete([p for p in pods.all() if p.phase in _ACTIVE])
-            for replica in replica_statuses.values():
-                replica["active"] = 0
+            policy = run_policy.get("cleanPodPolicy") or DEFAULT_CLEAN_POD_POLICY
+            if policy == "All":
+                pods.delete(pods.all())
+            elif policy == "Running":
+                pods.delete([p for p in pods.all() if p.phase in _ACTIVE])
+            left = {rtype: sum(p.phase in _ACTIVE for p in pods.all()
+                               if p.pod_set == rtype.lower()) for rtype in replica_statuses}
+            for rtype, replica in replica_statuses.items():
+                if finished[0] == "Succeeded":
+                    # A succeeded job's replicas still active count as succeeded.
+                    replica["succeeded"] += replica["active"]
+                    replica["active"] = 0
+                else:
+                    replica["active"] = left[rtype]
             if cond.find(conditions, "Running") is not None:
                 conditions = cond.set_condition(conditions, "Running", False,
                                                 f"{kind.kind}{finished[0]}", finished[1],
@@ -149,6 +169,13 @@ class TrainingOperator(SimulatedController):
         return new_status, kind.report(manifest, new_status, wanted=admitted, ready_pods=0)
 
 
+def _first_alive_succeeded(workers: Sequence[SimulatedPod]) -> bool:
+    """Worker 0 succeeded: the oldest worker pod that did not fail stands for index 0 (a
+    failed pod is replaced under its index)."""
+    alive = [p for p in workers if p.phase != "Failed"]
+    return bool(alive) and alive[0].phase == "Succeeded"
+
+
 class KubeflowJob(GenericJob):
     """A training-operator job: its replica specs under ``spec.<replica_specs_field>``, a map
     from replica type to ``{replicas, restartPolicy, template}``."""
@@ -158,8 +185,10 @@ class KubeflowJob(GenericJob):
     replica_specs_field: ClassVar[str]
     # The replica types, as the API spells them, in Kueue's pod-set order.
     replica_types: ClassVar[tuple[str, ...]]
-    # The replica types that decide success when present (else every worker must succeed).
+    # The replica types that decide success when present (else the workers do).
     deciding_types: ClassVar[tuple[str, ...]] = ("Master",)
+    # Without a deciding replica, the workers decide success (XGBoost: never).
+    workers_decide: ClassVar[bool] = True
     # The replica types of which there is at most one.
     single_types: ClassVar[tuple[str, ...]] = ("Master", "Chief")
     # The container the operator runs the framework in (its default container name), which
@@ -188,14 +217,25 @@ class KubeflowJob(GenericJob):
         return str(spec.get("restartPolicy") or self.default_restart_policy)
 
     def succeeded(self, manifest: Mapping[str, Any],
-                  replica_statuses: Mapping[str, Mapping[str, int]]) -> bool:
-        """The operator's success rule: the deciding replica's pods all succeeded, or with
-        none, every worker's."""
+                  replica_statuses: Mapping[str, Mapping[str, int]], *,
+                  worker0_succeeded: bool = False) -> bool:
+        """The operator's success rule: the deciding replica's pods all succeeded; with
+        none, every worker's, or what ``workers_done`` accepts of them."""
         specs = dict(self.replica_specs(manifest))
-        deciders = [t for t in self.deciding_types if t in specs] or [
-            t for t in specs if t == "Worker"]
-        return bool(deciders) and all(
-            replica_statuses[t]["succeeded"] >= replica_count(specs[t]) for t in deciders)
+        deciders = [t for t in self.deciding_types if t in specs]
+        if deciders:
+            return all(replica_statuses[t]["succeeded"] >= replica_count(specs[t])
+                       for t in deciders)
+        if not self.workers_decide or "Worker" not in specs:
+            return False
+        succeeded = replica_statuses["Worker"]["succeeded"]
+        return succeeded >= replica_count(specs["Worker"]) or self.workers_done(
+            manifest, succeeded=succeeded, worker0_succeeded=worker0_succeeded)
+
+    def workers_done(self, manifest: Mapping[str, Any], *, succeeded: int,
+                     worker0_succeeded: bool) -> bool:
+        """Success with fewer than all workers succeeded (a kind's own rule); default: no."""
+        return False
 
     # --- validation ----------------------------------------------------------------------
 
@@ -213,9 +253,14 @@ class KubeflowJob(GenericJob):
                                      "must be an object"))
             return errors
         errors.extend(self._validate_run_policy(spec.get("runPolicy")))
+        errors.extend(self.validate_kind_spec(spec))
         errors.extend(self._validate_replica_specs(spec.get(self.replica_specs_field)))
         errors.extend(validate_kueue_labels(labels))
         return errors
+
+    def validate_kind_spec(self, spec: Mapping[str, Any]) -> list[FieldError]:
+        """The kind's own spec fields beside its replicas and run policy; default: none."""
+        return []
 
     def _validate_run_policy(self, value: Any) -> list[FieldError]:
         path = "spec.runPolicy"
@@ -230,6 +275,10 @@ class KubeflowJob(GenericJob):
         if managed_by is not None and managed_by not in self.managed_by_values:
             errors.append(FieldError(f"{path}.managedBy", "must be one of " + ", ".join(
                 repr(v) for v in self.managed_by_values)))
+        clean = value.get("cleanPodPolicy")
+        if clean is not None and clean not in CLEAN_POD_POLICIES:
+            errors.append(FieldError(f"{path}.cleanPodPolicy", "must be one of "
+                                     + ", ".join(CLEAN_POD_POLICIES)))
         for key in ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
             if value.get(key) is not None:
                 int_value(value[key], f"{path}.{key}", errors, minimum=0)
@@ -419,6 +468,11 @@ class PyTorchJob(KubeflowJob):
     container_name = "pytorch"
     default_restart_policy = "OnFailure"
 
+    def workers_done(self, manifest: Mapping[str, Any], *, succeeded: int,
+                     worker0_succeeded: bool) -> bool:
+        """An elastic PyTorchJob (``elasticPolicy``) is done once any worker succeeded."""
+        return (manifest.get("spec") or {}).get("elasticPolicy") is not None and succeeded > 0
+
 
 class TFJob(KubeflowJob):
     framework_name = "kubeflow.org/tfjob"
@@ -430,6 +484,19 @@ class TFJob(KubeflowJob):
     single_types = ("Chief", "Master")
     container_name = "tensorflow"
 
+    def validate_kind_spec(self, spec: Mapping[str, Any]) -> list[FieldError]:
+        policy = spec.get("successPolicy")
+        if policy is not None and policy not in TF_SUCCESS_POLICIES:
+            return [FieldError("spec.successPolicy", "must be one of "
+                               + ", ".join(repr(p) for p in TF_SUCCESS_POLICIES))]
+        return []
+
+    def workers_done(self, manifest: Mapping[str, Any], *, succeeded: int,
+                     worker0_succeeded: bool) -> bool:
+        """By default worker 0 decides; ``successPolicy: AllWorkers`` waits for all."""
+        policy = (manifest.get("spec") or {}).get("successPolicy") or ""
+        return policy != TF_ALL_WORKERS and worker0_succeeded
+
 
 class XGBoostJob(KubeflowJob):
     framework_name = "kubeflow.org/xgboostjob"
@@ -438,6 +505,9 @@ class XGBoostJob(KubeflowJob):
     replica_specs_field = "xgbReplicaSpecs"
     replica_types = ("Master", "Worker")
     container_name = "xgboost"
+    # The operator's webhook requires the master, and only it decides success.
+    required_types = ("Master",)
+    workers_decide = False
 
 
 class PaddleJob(KubeflowJob):

@@ -177,28 +177,53 @@ def test_a_live_refresh_while_typing_keeps_the_caret_and_the_focus(
     assert "to 152?" in page.locator("#confirm-message").inner_text()
 
 
-@pytest.fixture
-def elastic_raycluster(manager: Cluster, make_queue: Callable[..., ClusterQueue],
-                       settings: Any) -> Job:
-    """An elastic RayCluster running its head and one worker (500m each) in a queue of 4
-    CPUs."""
+# A Ray pod of 500m; the cluster's head and one group "workers" of one such pod.
+RAY_TEMPLATE = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray:2.9.0",
+                                         "resources": {"requests": {"cpu": "500m"}}}]}}
+RAY_CLUSTER_SPEC = {"headGroupSpec": {"template": RAY_TEMPLATE},
+                    "workerGroupSpecs": [{"groupName": "workers", "replicas": 1,
+                                          "template": RAY_TEMPLATE}]}
+
+
+def submit_elastic_ray(manager: Cluster, make_queue: Callable[..., ClusterQueue],
+                       settings: Any, kind: str, name: str, spec: dict[str, Any]) -> Job:
+    """An elastic Ray object running for an hour in a queue of 4 CPUs, admitted and started
+    in another process."""
     manager.simulation = {"startDelaySeconds": 0}
     manager.save()
-    make_queue("cq", {"cpu": "4"}, namespace="team-a")
-    template = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray:2.9.0",
-                                         "resources": {"requests": {"cpu": "500m"}}}]}}
+    make_queue("cq", {"cpu": "4", "memory": "4Gi"}, namespace="team-a")
     job = services.submit_job({
-        "apiVersion": "ray.io/v1", "kind": "RayCluster",
-        "metadata": {"name": "ray", "labels": {jobframework.QUEUE_NAME_LABEL: "lq-cq"},
+        "apiVersion": "ray.io/v1", "kind": kind,
+        "metadata": {"name": name, "labels": {jobframework.QUEUE_NAME_LABEL: "lq-cq"},
                      "annotations": {jobframework.ELASTIC_JOB_ANNOTATION: "true",
                                      "kueueweb.io/run-seconds": "3600"}},
-        "spec": {"headGroupSpec": {"template": template},
-                 "workerGroupSpecs": [{"groupName": "workers", "replicas": 1,
-                                       "template": template}]},
+        "spec": spec,
     }, namespace="team-a")
     run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
     assert Workload.objects.get(job=job).phase == "Admitted"
     return job
+
+
+def scale_workers_live(page: Any, settings: Any, manager: Cluster, *, to: int, shown: str,
+                       pods: int) -> None:
+    """Scale the worker group to ``to`` from the page (``shown``: what the page says after
+    the POST), reconcile in another process, and see ``pods`` pods admitted and running
+    without a reload."""
+    scale(page, to, "scale-podSets-workers")
+    page.wait_for_selector(f"text={shown}")
+    wait_live(page)
+    page.evaluate("window.__notReloaded = true")
+    run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
+    wait_for_size(page, pods)
+    assert page.evaluate("window.__notReloaded") is True
+
+
+@pytest.fixture
+def elastic_raycluster(manager: Cluster, make_queue: Callable[..., ClusterQueue],
+                       settings: Any) -> Job:
+    """An elastic RayCluster running its head and one worker."""
+    return submit_elastic_ray(manager, make_queue, settings, "RayCluster", "ray",
+                              RAY_CLUSTER_SPEC)
 
 
 def test_operator_scales_an_elastic_rayclusters_worker_group_up_and_down(
@@ -211,18 +236,52 @@ def test_operator_scales_an_elastic_rayclusters_worker_group_up_and_down(
     wait_for_size(page, 2)  # the head and one worker
 
     # Up: the worker group to 3 through a new slice, admitted in another process.
-    scale(page, 3, "scale-podSets-workers")
-    page.wait_for_selector("text=scaling up from 1 to 3")
-    wait_live(page)
-    run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
-    wait_for_size(page, 4)
+    scale_workers_live(page, settings, manager, to=3, shown="scaling up from 1 to 3", pods=4)
     assert "WorkloadSliceReplaced" in page.locator("#slice-history").inner_text()
 
     # Down: the running slice shrinks in place; the cluster stops two workers.
-    scale(page, 1, "scale-podSets-workers")
-    page.wait_for_selector("text=scaled down from 3 to 1")
-    wait_live(page)
-    run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
-    wait_for_size(page, 2)
+    scale_workers_live(page, settings, manager, to=1, shown="scaled down from 3 to 1", pods=2)
     job = Job.objects.get(pk=elastic_raycluster.pk)
     assert job.manifest["spec"]["workerGroupSpecs"][0]["replicas"] == 1
+
+
+@pytest.fixture
+def elastic_rayjob(manager: Cluster, make_queue: Callable[..., ClusterQueue],
+                   settings: Any) -> Job:
+    """An elastic RayJob running its head, one worker and its submitter (KubeRay's default
+    submitter requests 500m too)."""
+    return submit_elastic_ray(manager, make_queue, settings, "RayJob", "ray-train", {
+        "entrypoint": "python train.py", "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": RAY_CLUSTER_SPEC})
+
+
+def test_operator_scales_an_elastic_rayjobs_worker_group_up_and_down(
+    browser_page: Callable[..., Any], elastic_rayjob: Job, operator: Any,
+    manager: Cluster, settings: Any,
+) -> None:
+    page = browser_page(operator)
+    page.goto(job_url(elastic_rayjob))
+    wait_live(page)
+    wait_for_size(page, 3)  # the head, one worker and the submitter
+    assert page.locator("#job-elastic").inner_text() == "yes"
+
+    # Up: the worker group to 3 through a new slice; until it is admitted the job keeps its
+    # three pods.
+    scale(page, 3, "scale-podSets-workers")
+    page.wait_for_selector("text=scaling up from 1 to 3")
+    assert admitted(page) == "3"
+    # The pending slice counts every pod of the job: head, three workers, submitter.
+    assert page.locator("#pending-scale-up").get_attribute("data-to") == "5"
+    wait_live(page)
+    page.evaluate("window.__notReloaded = true")
+    run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
+    wait_for_size(page, 5)
+    page.wait_for_selector("#pending-scale-up", state="detached")
+    assert "WorkloadSliceReplaced" in page.locator("#slice-history").inner_text()
+    assert page.evaluate("window.__notReloaded") is True
+
+    # Down: the running slice shrinks in place; the cluster stops two workers, the job runs.
+    scale_workers_live(page, settings, manager, to=1, shown="scaled down from 3 to 1", pods=3)
+    job = Job.objects.get(pk=elastic_rayjob.pk)
+    assert job.manifest["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 1
+    assert Workload.objects.filter(job=job, phase="Admitted").count() == 1

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from django.core.management import call_command
 
 from multicluster import dispatch
 from multicluster.choices import ClusterRole, Dispatcher
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig, Pod
 from multicluster.simulated import faults
+from scheduling import job_reconciler as reconciler
 from scheduling.choices import WorkloadPhase
 from scheduling.models import Job, Workload
 from scheduling.scheduler import admission
@@ -468,6 +471,143 @@ def test_an_mpijob_runs_on_the_winner_and_its_status_comes_back(
         "Succeeded", "MPIJob pi is successfully completed.")
     job.refresh_from_db()
     assert MPIJob().finished(job.status) == ("Succeeded", "MPIJob pi is successfully completed.")
+
+
+# --- Kueue's examples of the Ray and Kubeflow kinds --------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "kueue_examples" / "jobs"
+KUBEFLOW_FRAMEWORKS = ["kubeflow.org/pytorchjob", "kubeflow.org/tfjob",
+                       "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob",
+                       "kubeflow.org/jaxjob"]
+
+
+@pytest.fixture
+def kubeflow_enabled(settings: Any) -> None:
+    """The Kubeflow v1 kinds enabled (Kueue's shipped config leaves them commented out)."""
+    settings.KUEUEWEB = {**settings.KUEUEWEB, "INTEGRATIONS_FRAMEWORKS": [
+        *settings.KUEUEWEB["INTEGRATIONS_FRAMEWORKS"], *KUBEFLOW_FRAMEWORKS]}
+
+
+def managed_by(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Where the kind keeps its managedBy: a Kubeflow job under ``spec.runPolicy``."""
+    spec: dict[str, Any] = manifest["spec"]
+    if manifest["apiVersion"].startswith("kubeflow.org/"):
+        return spec.setdefault("runPolicy", {})  # type: ignore[no-any-return]
+    return spec
+
+
+def submit_example(hub: Cluster, file: str) -> Job:
+    """Kueue's example in the demo's MultiKueue queue, managed by MultiKueue as Kueue's
+    webhook defaults a job of a MultiKueue queue."""
+    from scheduling import services
+
+    Job.objects.all().delete()
+    manifest = yaml.safe_load((EXAMPLES / file).read_text())
+    manifest["metadata"].pop("namespace", None)
+    manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "multikueue-queue"
+    managed_by(manifest)["managedBy"] = "kueue.x-k8s.io/multikueue"
+    return services.submit_job(manifest, namespace="research", cluster=hub)
+
+
+@pytest.mark.parametrize(("file", "pod_sets", "message"), [
+    ("ray-job-sample.yaml", ["head", "small-group", "submitter"], ""),
+    ("sample-pytorchjob.yaml", ["master", "worker"],
+     "PyTorchJob pytorch-simple is successfully completed."),
+    ("sample-tfjob.yaml", ["ps", "worker", "worker"],
+     "TFJob tensorflow-dist-mnist is successfully completed."),
+    ("sample-xgboostjob.yaml", ["master", "worker", "worker"],
+     "XGBoostJob xgboost-dist-iris-test-train is successfully completed."),
+    ("sample-paddlejob.yaml", ["worker", "worker"],
+     "PaddleJob paddle-simple-cpu is successfully completed."),
+    ("sample-jaxjob.yaml", ["worker", "worker"], "JAXJob jax-simple is successfully completed."),
+])
+def test_a_ray_or_kubeflow_example_runs_on_the_winner_and_finishes_on_the_hub(
+    hub: Cluster, t0: datetime, kubeflow_enabled: None, file: str, pod_sets: list[str],
+    message: str,
+) -> None:
+    everything = Everything()
+    job = submit_example(hub, file)
+    integration = reconciler.integration_of(job)
+
+    everything.step(t0)
+
+    (wl,) = Workload.objects.filter(job=job)
+    winner = Cluster.objects.get(name=wl.cluster_name)
+    assert check_state(wl)["state"] == "Ready"
+    remote_job = Job.objects.get(cluster=winner)
+    assert (remote_job.kind, remote_job.name) == (job.kind, job.name)
+    # Kueue's adapter clears managedBy on the copy, so the worker's own controller runs it;
+    # the hub's object stays managed by MultiKueue.
+    assert "managedBy" not in managed_by(remote_job.manifest)
+    assert managed_by(job.manifest)["managedBy"] == "kueue.x-k8s.io/multikueue"
+    labels = remote_job.manifest["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/prebuilt-workload-name"] == wl.name
+    assert labels[dispatch.MULTIKUEUE_ORIGIN_LABEL] == "multikueue"
+
+    everything.step(at(t0, 3))
+    everything.step(at(t0, 6))
+    assert sorted(Pod.objects.filter(cluster=winner).values_list("pod_set", flat=True)) == (
+        pod_sets)
+    assert not Pod.objects.filter(cluster=hub).exists()  # the hub runs no pods
+    wl.refresh_from_db()
+    assert cond.is_true(wl.conditions, "PodsReady")
+    job.refresh_from_db()
+    remote_job.refresh_from_db()
+    assert job.status == remote_job.status  # the worker's status, copied back
+    assert integration.finished(job.status) is None
+
+    everything.step(at(t0, 60))
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.FINISHED
+    finished = cond.find(wl.conditions, "Finished")
+    assert finished is not None
+    assert (finished["reason"], finished["message"]) == ("Succeeded", message)
+    job.refresh_from_db()
+    assert integration.finished(job.status) == ("Succeeded", message)
+    everything.step(at(t0, 61))
+    assert not Job.objects.filter(cluster=winner).exists()
+    assert remote_copies() == {}
+
+
+def test_a_raycluster_runs_on_the_winner_until_deactivated_on_the_hub(
+    hub: Cluster, t0: datetime,
+) -> None:
+    from scheduling import services
+
+    everything = Everything()
+    job = submit_example(hub, "ray-cluster-sample.yaml")
+
+    everything.step(t0)
+    everything.step(at(t0, 3))
+    everything.step(at(t0, 6))
+
+    (wl,) = Workload.objects.filter(job=job)
+    winner = Cluster.objects.get(name=wl.cluster_name)
+    remote_job = Job.objects.get(cluster=winner)
+    assert "managedBy" not in remote_job.manifest["spec"]
+    assert sorted(Pod.objects.filter(cluster=winner).values_list("pod_set", flat=True)) == [
+        "head", "small-group"]
+    job.refresh_from_db()
+    remote_job.refresh_from_db()
+    assert job.status["state"] == "ready"  # the worker's status, copied back
+    assert job.status == remote_job.status
+    wl.refresh_from_db()
+    assert cond.is_true(wl.conditions, "PodsReady")
+
+    # A cluster never finishes: it holds the quota until its workload is deactivated.
+    everything.step(at(t0, 600))
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.ADMITTED
+    services.update_workload(wl, {"spec": {"active": False}})
+    everything.step(at(t0, 602))
+
+    wl.refresh_from_db()
+    evicted = cond.find(wl.conditions, "Evicted")
+    assert evicted is not None
+    assert (evicted["status"], evicted["reason"]) == ("True", "Deactivated")
+    assert remote_copies() == {}
+    assert not Job.objects.filter(cluster=winner).exists()
+    assert not Pod.objects.filter(cluster=winner).exists()
 
 
 def test_a_job_and_a_jobset_of_one_name_run_apart_on_the_workers(

@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 from multicluster import dispatch
 from multicluster.kube import connection, sync
 from multicluster.models import Cluster
+from scheduling import job_reconciler as reconciler
 from scheduling.choices import WorkloadPhase
 from scheduling.manifests.apply import apply_manifests
 from scheduling.models import Job, Workload
@@ -29,6 +30,10 @@ from scheduling.workload import lifecycle
 pytestmark = pytest.mark.django_db
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "kueue_examples"
+# The training-operator kinds the test server's operator runs: plural -> replica specs field.
+TRAINING_KINDS = {"mpijobs": "mpiReplicaSpecs", "pytorchjobs": "pytorchReplicaSpecs",
+                  "tfjobs": "tfReplicaSpecs", "xgboostjobs": "xgbReplicaSpecs",
+                  "paddlejobs": "paddleReplicaSpecs", "jaxjobs": "jaxReplicaSpecs"}
 
 
 def documents(path: str) -> list[Any]:
@@ -65,9 +70,17 @@ def connect_worker(kube_api: Any, manager: Cluster, admin_client_api: APIClient)
     return worker
 
 
-def submit_example(manager: Cluster, admin_client_api: APIClient, path: str) -> Job:
-    response = admin_client_api.post("/api/v1/namespaces/default/jobs",
-                                     data=(EXAMPLES / path).read_text(),
+def submit_example(manager: Cluster, admin_client_api: APIClient, path: str, *,
+                   managed_by: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+                   ) -> Job:
+    """Kueue's example, as YAML; with ``managed_by`` (where the kind keeps its managedBy),
+    managed by MultiKueue, as Kueue's webhook defaults a job of a MultiKueue queue."""
+    text = (EXAMPLES / path).read_text()
+    if managed_by is not None:
+        manifest = yaml.safe_load(text)
+        managed_by(manifest)["managedBy"] = "kueue.x-k8s.io/multikueue"
+        text = yaml.safe_dump(manifest)
+    response = admin_client_api.post("/api/v1/namespaces/default/jobs", data=text,
                                      content_type="application/yaml")
     assert response.status_code == 201, response.content
     return Job.objects.get(cluster=manager, name=response.json()["metadata"]["name"])
@@ -84,21 +97,29 @@ def stepper(kube_api: Any, manager: Cluster, worker: Cluster) -> Callable[[Any],
         kube_api.run_job_controller()
         if any(r.plural == "jobsets" for r in kube_api.resources):
             kube_api.run_jobset_controller()
-        if any(r.plural == "mpijobs" for r in kube_api.resources):
-            kube_api.run_training_operator("mpijobs", "mpiReplicaSpecs")
+        for plural, replica_specs in TRAINING_KINDS.items():
+            if any(r.plural == plural for r in kube_api.resources):
+                kube_api.run_training_operator(plural, replica_specs)
         if any(r.plural == "rayclusters" for r in kube_api.resources):
             kube_api.run_raycluster_controller()
+        if any(r.plural == "rayjobs" for r in kube_api.resources):
+            kube_api.run_rayjob_controller()
         sync.sync_kube_cluster(worker.pk, now=at)
         dispatch.sync_dispatch(manager.pk, now=at)
     return step
 
 
 def run_on_worker(kube_api: Any, manager: Cluster, admin_client_api: APIClient, path: str,
-                  plural: str) -> tuple[Job, Workload, Callable[[Any], None], Any]:
-    """An example of two pods submitted to the hub, run for a few rounds: admitted and
-    PodsReady on the hub, its copy running on the worker, unmanaged there."""
+                  plural: str, *, pods: int = 2, managed: bool = False,
+                  where: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                  ) -> tuple[Job, Workload, Callable[[Any], None], Any]:
+    """An example of ``pods`` pods submitted to the hub (``managed``: managed by MultiKueue),
+    run for a few rounds: admitted and PodsReady on the hub, its copy running on the
+    worker, unmanaged there. ``where`` gives the part of the object that holds the kind's
+    ``suspend`` and ``managedBy`` (default: the spec)."""
+    where = where or spec_of
     worker = connect_worker(kube_api, manager, admin_client_api)
-    job = submit_example(manager, admin_client_api, path)
+    job = submit_example(manager, admin_client_api, path, managed_by=where if managed else None)
     step = stepper(kube_api, manager, worker)
     now = timezone.now().replace(microsecond=0)
     for second in range(4):
@@ -108,10 +129,27 @@ def run_on_worker(kube_api: Any, manager: Cluster, admin_client_api: APIClient, 
     assert cond.is_true(hub.conditions, "PodsReady")
     remote = kube_api.get(plural, "default", job.name)
     assert remote is not None
-    assert remote["spec"]["suspend"] is False
-    assert "managedBy" not in remote["spec"]
-    assert len(kube_api.objects("pods", "default")) == 2
+    assert where(remote)["suspend"] is False
+    # Kueue's adapter clears managedBy on the copy; the hub's object keeps it.
+    assert "managedBy" not in where(remote)
+    assert remote["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"] == hub.name
+    assert len(kube_api.objects("pods", "default")) == pods
+    job.refresh_from_db()
+    if managed:
+        assert where(job.manifest)["managedBy"] == "kueue.x-k8s.io/multikueue"
     return job, hub, step, now
+
+
+def finished_on_hub(step: Callable[[Any], None], now: Any, hub: Workload) -> tuple[str, str]:
+    """A few more rounds once the worker's job ended: the hub workload's Finished reason and
+    message."""
+    for second in range(4, 8):
+        step(now + timedelta(seconds=second))
+    hub.refresh_from_db()
+    assert hub.phase == WorkloadPhase.FINISHED
+    finished = cond.find(hub.conditions, "Finished")
+    assert finished is not None
+    return finished["reason"], finished["message"]
 
 
 def test_sample_job_on_the_hub_runs_on_a_kubernetes_worker(
@@ -157,15 +195,8 @@ def test_sample_jobset_on_the_hub_runs_on_a_kubernetes_worker(
                                         "jobs/sample-jobset.yaml", "jobsets")
 
     kube_api.complete_jobset("default", job.name)
-    for second in range(4, 8):
-        step(now + timedelta(seconds=second))
 
-    hub.refresh_from_db()
-    assert hub.phase == WorkloadPhase.FINISHED
-    finished = cond.find(hub.conditions, "Finished")
-    assert finished is not None
-    assert (finished["reason"], finished["message"]) == (
-        "Succeeded", "jobset completed successfully")
+    assert finished_on_hub(step, now, hub) == ("Succeeded", "jobset completed successfully")
     assert kube_api.get("jobsets", "default", job.name) is None
 
 
@@ -213,8 +244,8 @@ def test_sample_raycluster_on_the_hub_runs_on_a_kubernetes_worker_until_deactiva
     kube_api.require_fake()
     kube_api.install_raycluster_crd()
     job, hub, step, now = run_on_worker(kube_api, manager, admin_client_api,
-                                        "jobs/ray-cluster-sample.yaml", "rayclusters")
-    job.refresh_from_db()
+                                        "jobs/ray-cluster-sample.yaml", "rayclusters",
+                                        managed=True)
     assert job.status["state"] == "ready"  # the worker's status, copied back
 
     # A cluster never finishes: it holds the quota until its workload is deactivated.
@@ -235,3 +266,61 @@ def test_sample_raycluster_on_the_hub_runs_on_a_kubernetes_worker_until_deactiva
     assert (evicted["status"], evicted["reason"]) == ("True", "Deactivated")
     assert kube_api.get("rayclusters", "default", job.name) is None
     assert kube_api.objects("pods", "default") == []
+
+
+def run_policy(manifest: dict[str, Any]) -> dict[str, Any]:
+    policy: dict[str, Any] = manifest["spec"].setdefault("runPolicy", {})
+    return policy
+
+
+def spec_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = manifest["spec"]
+    return spec
+
+
+@pytest.mark.parametrize(("path", "plural", "kind", "pods"), [
+    ("jobs/sample-pytorchjob.yaml", "pytorchjobs", "PyTorchJob", 2),
+    ("jobs/sample-tfjob.yaml", "tfjobs", "TFJob", 3),
+    ("jobs/sample-xgboostjob.yaml", "xgboostjobs", "XGBoostJob", 3),
+    ("jobs/sample-paddlejob.yaml", "paddlejobs", "PaddleJob", 2),
+    ("jobs/sample-jaxjob.yaml", "jaxjobs", "JAXJob", 2),
+])
+def test_sample_kubeflow_job_on_the_hub_runs_on_a_kubernetes_worker(
+    kube_api: Any, manager: Cluster, admin_client_api: APIClient, settings: Any,
+    path: str, plural: str, kind: str, pods: int,
+) -> None:
+    kube_api.require_fake()
+    settings.KUEUEWEB = {**settings.KUEUEWEB, "INTEGRATIONS_FRAMEWORKS": [
+        *settings.KUEUEWEB["INTEGRATIONS_FRAMEWORKS"], f"kubeflow.org/{kind.lower()}"]}
+    kube_api.install_crd("kubeflow.org", "v1", plural, kind)
+    job, hub, step, now = run_on_worker(kube_api, manager, admin_client_api, path, plural,
+                                        pods=pods, managed=True, where=run_policy)
+    assert job.status["conditions"][0]["type"] == "Running"  # copied back from the worker
+
+    kube_api.complete_training_job(plural, "default", job.name)
+
+    message = f"{kind} {job.name} is successfully completed."
+    assert finished_on_hub(step, now, hub) == ("Succeeded", message)
+    job.refresh_from_db()
+    assert reconciler.integration_of(job).finished(job.status) == ("Succeeded", message)
+    assert kube_api.get(plural, "default", job.name) is None
+
+
+def test_sample_rayjob_on_the_hub_runs_on_a_kubernetes_worker(
+    kube_api: Any, manager: Cluster, admin_client_api: APIClient,
+) -> None:
+    kube_api.require_fake()
+    kube_api.install_rayjob_crd()
+    # Head, one worker and the submitter.
+    job, hub, step, now = run_on_worker(kube_api, manager, admin_client_api,
+                                        "jobs/ray-job-sample.yaml", "rayjobs", pods=3,
+                                        managed=True)
+    assert (job.status["jobDeploymentStatus"], job.status["rayClusterStatus"]) == (
+        "Running", {"state": "ready"})  # the worker's status, copied back
+
+    kube_api.complete_rayjob("default", job.name)
+
+    assert finished_on_hub(step, now, hub) == ("Succeeded", "the Ray job succeeded")
+    job.refresh_from_db()
+    assert job.status["jobStatus"] == "SUCCEEDED"
+    assert kube_api.get("rayjobs", "default", job.name) is None

@@ -373,9 +373,14 @@ def test_pytorchjob_runs_until_its_master_succeeds_on_the_simulated_cluster(
     assert PYTORCH.finished(job.status) == (
         "Succeeded", "PyTorchJob pt is successfully completed.")
     assert job.status["replicaStatuses"]["Master"]["succeeded"] == 1
+    # The operator counts the replicas still active of a succeeded job as succeeded.
+    assert job.status["replicaStatuses"]["Worker"] == {"active": 0, "succeeded": 2,
+                                                       "failed": 0}
     assert wl.phase == WorkloadPhase.FINISHED
     assert cond.find(wl.conditions, "Finished")["reason"] == "Succeeded"
-    assert not Pod.objects.filter(job=job, phase__in=("Pending", "Running")).exists()
+    # cleanPodPolicy defaults to None: the workers are left running.
+    assert sorted(Pod.objects.filter(job=job).values_list("pod_set", "phase")) == [
+        ("master", "Succeeded"), ("worker", "Running"), ("worker", "Running")]
     reasons = set(Event.objects.filter(workload=wl, object_kind="PyTorchJob")
                   .values_list("reason", flat=True))
     assert {"CreatedWorkload", "Started"} <= reasons
@@ -388,7 +393,7 @@ def test_a_failed_pod_of_a_replica_that_never_restarts_fails_the_job(
 ) -> None:
     from scheduling import services
 
-    manifest = make_pytorchjob(Master=replica(),
+    manifest = make_pytorchjob(run_policy={"cleanPodPolicy": "Running"}, Master=replica(),
                                Worker=replica(replicas=2, restart_policy="Never"))
     job = services.submit_job(manifest, namespace="default")
     wl = Workload.objects.get(job=job)
@@ -403,7 +408,9 @@ def test_a_failed_pod_of_a_replica_that_never_restarts_fails_the_job(
         "Failed", "PyTorchJob pt is failed because 2 Worker replica(s) failed.")
     assert wl.phase == WorkloadPhase.FINISHED
     assert cond.find(wl.conditions, "Finished")["reason"] == "Failed"
+    # cleanPodPolicy Running: the master still running is deleted.
     assert not Pod.objects.filter(job=job, phase__in=("Pending", "Running")).exists()
+    assert job.status["replicaStatuses"]["Master"]["active"] == 0
 
 
 @pytest.mark.django_db
@@ -497,4 +504,143 @@ def test_each_kind_runs_its_sample_to_its_own_success_rule(
     assert integration.finished(job.status) == (
         "Succeeded", f"{kind} {job.name} is successfully completed.")
     assert wl.phase == WorkloadPhase.FINISHED
-    assert not Pod.objects.filter(job=job, phase__in=("Pending", "Running")).exists()
+    # cleanPodPolicy defaults to None: a parameter server is left running.
+    assert list(Pod.objects.filter(job=job, phase__in=("Pending", "Running")).values_list(
+        "pod_set", flat=True)) == (["ps"] if kind == "TFJob" else [])
+
+
+# --- Success rules and cleanPodPolicy ------------------------------------------------------
+
+
+def _statuses(**succeeded: int) -> dict[str, dict[str, int]]:
+    return {rtype: {"active": 0, "succeeded": n, "failed": 0} for rtype, n in succeeded.items()}
+
+
+def test_a_tfjob_without_chief_succeeds_when_worker_0_does_unless_all_workers_must() -> None:
+    tf = kubeflow.TFJob()
+    manifest = sample("sample-tfjob.yaml")  # PS 1, Worker 2, no chief
+
+    assert tf.succeeded(manifest, _statuses(PS=0, Worker=1), worker0_succeeded=True)
+    assert not tf.succeeded(manifest, _statuses(PS=0, Worker=1), worker0_succeeded=False)
+    assert tf.succeeded(manifest, _statuses(PS=0, Worker=2), worker0_succeeded=False)
+
+    manifest["spec"]["successPolicy"] = "AllWorkers"
+    assert not tf.succeeded(manifest, _statuses(PS=0, Worker=1), worker0_succeeded=True)
+    assert tf.succeeded(manifest, _statuses(PS=0, Worker=2), worker0_succeeded=True)
+
+
+def test_a_tfjob_with_a_chief_succeeds_by_its_chief_alone() -> None:
+    tf = kubeflow.TFJob()
+    manifest = sample("sample-tfjob.yaml")
+    manifest["spec"]["tfReplicaSpecs"]["Chief"] = replica(container="tensorflow")
+
+    assert tf.succeeded(manifest, _statuses(Chief=1, PS=0, Worker=0))
+    assert not tf.succeeded(manifest, _statuses(Chief=0, PS=0, Worker=2),
+                            worker0_succeeded=True)
+
+
+def test_the_success_rules_of_the_other_kinds() -> None:
+    pytorch = make_pytorchjob(Worker=replica(replicas=3))
+    assert not PYTORCH.succeeded(pytorch, _statuses(Worker=1), worker0_succeeded=True)
+    assert PYTORCH.succeeded(pytorch, _statuses(Worker=3))
+    # An elastic PyTorchJob is done once any worker succeeded.
+    pytorch["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3}
+    assert PYTORCH.succeeded(pytorch, _statuses(Worker=1))
+    assert not PYTORCH.succeeded(pytorch, _statuses(Worker=0))
+    with_master = make_pytorchjob(Master=replica(), Worker=replica(replicas=2))
+    assert PYTORCH.succeeded(with_master, _statuses(Master=1, Worker=0))
+    assert not PYTORCH.succeeded(with_master, _statuses(Master=0, Worker=2))
+
+    xgb = kubeflow.XGBoostJob()
+    manifest = sample("sample-xgboostjob.yaml")
+    assert xgb.succeeded(manifest, _statuses(Master=1, Worker=0))
+    assert not xgb.succeeded(manifest, _statuses(Master=0, Worker=2))
+    del manifest["spec"]["xgbReplicaSpecs"]["Master"]
+    assert not xgb.succeeded(manifest, _statuses(Worker=2))
+    assert _refused(manifest, xgb)["spec.xgbReplicaSpecs.Master"] == ["is required"]
+
+    paddle = sample("sample-paddlejob.yaml")
+    assert not kubeflow.PaddleJob().succeeded(paddle, _statuses(Worker=1),
+                                              worker0_succeeded=True)
+    assert kubeflow.PaddleJob().succeeded(paddle, _statuses(Worker=2))
+    jax = sample("sample-jaxjob.yaml")
+    assert not kubeflow.JAXJob().succeeded(jax, _statuses(Worker=1), worker0_succeeded=True)
+    assert kubeflow.JAXJob().succeeded(jax, _statuses(Worker=2))
+
+
+def test_clean_pod_policy_and_success_policy_are_checked() -> None:
+    manifest = make_pytorchjob(run_policy={"cleanPodPolicy": "Some"}, Worker=replica())
+    assert _refused(manifest)["spec.runPolicy.cleanPodPolicy"] == [
+        "must be one of None, Running, All"]
+    tf = sample("sample-tfjob.yaml")
+    tf["spec"]["successPolicy"] = "AnyWorker"
+    assert _refused(tf, kubeflow.TFJob())["spec.successPolicy"] == [
+        "must be one of '', 'AllWorkers'"]
+    tf["spec"]["successPolicy"] = "AllWorkers"
+    tf["spec"]["runPolicy"] = {"cleanPodPolicy": "All"}
+    errors = _refused(tf, kubeflow.TFJob())
+    assert "spec.successPolicy" not in errors
+    assert "spec.runPolicy.cleanPodPolicy" not in errors
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("policy", "left"), [
+    (None, [("master", "Succeeded"), ("worker", "Running"), ("worker", "Running")]),
+    ("None", [("master", "Succeeded"), ("worker", "Running"), ("worker", "Running")]),
+    ("Running", [("master", "Succeeded")]),
+    ("All", []),
+])
+def test_clean_pod_policy_decides_which_pods_remain_after_the_finish(
+    manager: Cluster, user_queue: ClusterQueue, reconcilers: Reconcilers, t0: datetime,
+    enabled: None, policy: str | None, left: list[tuple[str, str]],
+) -> None:
+    from scheduling import services
+
+    run_policy = {"cleanPodPolicy": policy} if policy else None
+    manifest = make_pytorchjob(run_policy=run_policy, Master=replica(run="30s"),
+                               Worker=replica(replicas=2, run="1000s"))
+    job = services.submit_job(manifest, namespace="default")
+    reconcilers.step(t0)
+    reconcilers.step(t0 + timedelta(seconds=5))
+    reconcilers.step(t0 + timedelta(seconds=40))
+
+    job.refresh_from_db()
+    assert PYTORCH.finished(job.status) == (
+        "Succeeded", "PyTorchJob pt is successfully completed.")
+    assert sorted(Pod.objects.filter(job=job).values_list("pod_set", "phase")) == left
+    assert Workload.objects.get(job=job).phase == WorkloadPhase.FINISHED
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("success_policy", "finished"), [
+    ("", ("Succeeded", "TFJob tf is successfully completed.")),
+    ("AllWorkers", None),
+])
+def test_a_tfjob_on_the_simulated_cluster_finishes_with_worker_0_by_default(
+    manager: Cluster, user_queue: ClusterQueue, reconcilers: Reconcilers, t0: datetime,
+    enabled: None, success_policy: str, finished: tuple[str, str] | None,
+) -> None:
+    from scheduling import services
+
+    tf = kubeflow.TFJob()
+    manifest = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+                "metadata": {"name": "tf",
+                             "labels": {jobframework.QUEUE_NAME_LABEL: "user-queue"}},
+                "spec": {"successPolicy": success_policy, "tfReplicaSpecs": {
+                    "Worker": replica(replicas=3, run="1000s", container="tensorflow")}}}
+    job = services.submit_job(manifest, namespace="default")
+    reconcilers.step(t0)
+    reconcilers.step(t0 + timedelta(seconds=5))
+    job.refresh_from_db()
+    assert cond.is_true(job.status["conditions"], "Running")
+
+    # Worker 0 (the oldest worker pod) ends first; the others keep running.
+    worker0 = Pod.objects.filter(job=job, pod_set="worker").order_by("created_at", "id")[0]
+    Pod.objects.filter(pk=worker0.pk).update(finish_at=t0 + timedelta(seconds=10))
+    reconcilers.step(t0 + timedelta(seconds=20))
+
+    job.refresh_from_db()
+    assert Pod.objects.get(pk=worker0.pk).phase == "Succeeded"
+    assert tf.finished(job.status) == finished
+    phase = WorkloadPhase.FINISHED if finished else WorkloadPhase.ADMITTED
+    assert Workload.objects.get(job=job).phase == phase
