@@ -161,6 +161,11 @@ class JobKind(ABC):
     def version(self) -> str:
         return self.api_version.rpartition("/")[2]
 
+    def default(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """The object as the kind's webhook defaults it before validation (Kueue's
+        ``Default``); default: unchanged."""
+        return dict(manifest)
+
     @abstractmethod
     def validate_on_create(
         self, manifest: Mapping[str, Any], *, namespace: str, slices_enabled: bool
@@ -200,6 +205,10 @@ class GenericJob(JobKind):
 
     elastic: bool = False
     """Whether the kind can scale through workload slices (Kueue's elastic-job annotation)."""
+    constructs_workload: bool = True
+    """Whether submitting an object makes its Workload from ``pod_sets``. False for a kind
+    Kueue does not reconcile (an external framework): its Workload is created through the
+    API by whoever runs the kind, naming the object in ``metadata.ownerReferences``."""
     simulated: SimulatedController | None = None
 
     # --- the Workload --------------------------------------------------------------------
