@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -189,7 +190,8 @@ def step_simulated(now: datetime) -> None:
 
 
 def test_a_listed_kind_runs_on_a_simulated_worker_and_its_status_returns(
-        manager: Cluster, admin_client_api: APIClient, external: None) -> None:
+        manager: Cluster, admin_client_api: APIClient, admin_ui: Client, external: None,
+) -> None:
     call_command("demo", stdout=open("/dev/null", "w"))  # noqa: SIM115
     Workload.objects.all().delete()
     Job.objects.all().delete()
@@ -226,6 +228,9 @@ def test_a_listed_kind_runs_on_a_simulated_worker_and_its_status_returns(
     finished = cond.find(hub_wl.conditions, "Finished")
     assert finished is not None
     assert finished["reason"] == "Succeeded"
+    page = admin_ui.get(f"/c/{manager.name}/namespaces/research/jobs/w1/", follow=True)
+    assert page.status_code == 200
+    assert b"widget-w1" in page.content
     step_simulated(t0 + timedelta(seconds=21))
     # The worker's object and workload go once the hub workload finished.
     assert not Job.objects.filter(cluster=worker).exists()
