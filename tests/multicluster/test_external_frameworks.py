@@ -21,10 +21,17 @@ from multicluster import dispatch
 from multicluster.choices import ClusterRole
 from multicluster.kube import sync
 from multicluster.models import Cluster, Pod
+from scheduling import services
 from scheduling.apps import configure_external_frameworks
 from scheduling.choices import WorkloadPhase
 from scheduling.jobframework import registry
-from scheduling.jobs.external import ExternalFramework, guess_plural, parse_external_framework
+from scheduling.jobs.external import (
+    ExternalFramework,
+    finished_of,
+    guess_plural,
+    parse_external_framework,
+    report_of,
+)
 from scheduling.models import Job, Workload
 from scheduling.scheduler import admission
 from scheduling.workload import conditions as cond
@@ -290,3 +297,43 @@ def test_a_listed_kind_runs_on_a_kubernetes_worker_and_its_status_returns(
     # Deleted on the worker once the hub workload finished.
     assert kube_api.get("widgets", "default", "w1") is None
     assert not Workload.objects.filter(cluster=worker).exists()
+
+
+def test_evicting_the_hub_workload_deletes_the_object_on_the_kubernetes_worker(
+        kube_api: Any, manager: Cluster, admin_client_api: APIClient, external: None) -> None:
+    kube_api.install_crd("example.com", "v1", "widgets", "Widget")
+    worker = connect_worker(kube_api, manager, admin_client_api)
+    _, hub_wl = submit(admin_client_api, "default", "user-queue")
+
+    def step(at: datetime) -> None:
+        for cluster_id in (manager.pk, worker.pk):
+            lifecycle.run_lifecycle(cluster_id, now=at, rng=random.Random(0))
+            admission.run_admission_cycle(cluster_id, now=at)
+        dispatch.sync_dispatch(manager.pk, now=at)
+        sync.sync_kube_cluster(worker.pk, now=at)
+
+    now = timezone.now().replace(microsecond=0)
+    for second in range(3):
+        step(now + timedelta(seconds=second))
+    assert kube_api.get("widgets", "default", "w1") is not None
+    hub_wl.refresh_from_db()
+    services.evict_workload(hub_wl, now=now + timedelta(seconds=3))
+    step(now + timedelta(seconds=3))
+    assert kube_api.get("widgets", "default", "w1") is None
+    assert not Job.objects.filter(cluster=worker).exists()
+
+
+def test_the_status_convention() -> None:
+    def status(*conditions: tuple[str, str], **counts: int) -> dict[str, Any]:
+        return {"conditions": [{"type": t, "status": s} for t, s in conditions], **counts}
+
+    assert finished_of(status(("Running", "True"))) is None
+    assert finished_of(status(("Succeeded", "True"))) == ("Succeeded", "the object completed")
+    # A failure wins over a completion reported beside it.
+    assert finished_of(status(("Complete", "True"), ("Failed", "True"))) == (
+        "Failed", "the object failed")
+    assert finished_of(status(("Complete", "False"))) is None
+    report = report_of(status(("Completed", "True")), wanted=3, ready_pods=0)
+    assert (report.succeeded, report.finished) == (3, ("Succeeded", "the object completed"))
+    report = report_of(status(ready=2, active=2), wanted=3, ready_pods=0)
+    assert (report.ready, report.active, report.all_ready) == (2, 2, False)
