@@ -247,19 +247,15 @@ def test_a_listed_kind_runs_on_a_simulated_worker_and_its_status_returns(
 # --- a Kubernetes worker ----------------------------------------------------------------
 
 
-def test_a_listed_kind_runs_on_a_kubernetes_worker_and_its_status_returns(
-        kube_api: Any, manager: Cluster, admin_client_api: APIClient, external: None) -> None:
-    kube_api.install_crd("example.com", "v1", "widgets", "Widget")
-    worker = connect_worker(kube_api, manager, admin_client_api)
-    job, hub_wl = submit(admin_client_api, "default", "user-queue")
-
+def kube_stepper(kube_api: Any, manager: Cluster, worker: Cluster) -> Callable[[datetime], None]:
+    """One round of the hub, the Kubernetes worker and the Widget controller, which makes a
+    newly created Widget run (two pods, both ready)."""
     def step(at: datetime) -> None:
         for cluster_id in (manager.pk, worker.pk):
             lifecycle.run_lifecycle(cluster_id, now=at, rng=random.Random(0))
             admission.run_admission_cycle(cluster_id, now=at)
         dispatch.sync_dispatch(manager.pk, now=at)
         sync.sync_kube_cluster(worker.pk, now=at)
-        # The Widget controller: a created Widget runs.
         for obj in kube_api.objects("widgets", "default"):
             if not obj.get("status"):
                 kube_api.set_status("widgets", "default", obj["metadata"]["name"],
@@ -267,7 +263,16 @@ def test_a_listed_kind_runs_on_a_kubernetes_worker_and_its_status_returns(
                                         {"type": "Running", "status": "True"}])
         sync.sync_kube_cluster(worker.pk, now=at)
         dispatch.sync_dispatch(manager.pk, now=at)
+    return step
 
+
+def test_a_listed_kind_runs_on_a_kubernetes_worker_and_its_status_returns(
+        kube_api: Any, manager: Cluster, admin_client_api: APIClient, external: None) -> None:
+    kube_api.install_crd("example.com", "v1", "widgets", "Widget")
+    worker = connect_worker(kube_api, manager, admin_client_api)
+    job, hub_wl = submit(admin_client_api, "default", "user-queue")
+
+    step = kube_stepper(kube_api, manager, worker)
     now = timezone.now().replace(microsecond=0)
     for second in range(4):
         step(now + timedelta(seconds=second))
@@ -305,13 +310,7 @@ def test_evicting_the_hub_workload_deletes_the_object_on_the_kubernetes_worker(
     worker = connect_worker(kube_api, manager, admin_client_api)
     _, hub_wl = submit(admin_client_api, "default", "user-queue")
 
-    def step(at: datetime) -> None:
-        for cluster_id in (manager.pk, worker.pk):
-            lifecycle.run_lifecycle(cluster_id, now=at, rng=random.Random(0))
-            admission.run_admission_cycle(cluster_id, now=at)
-        dispatch.sync_dispatch(manager.pk, now=at)
-        sync.sync_kube_cluster(worker.pk, now=at)
-
+    step = kube_stepper(kube_api, manager, worker)
     now = timezone.now().replace(microsecond=0)
     for second in range(3):
         step(now + timedelta(seconds=second))
