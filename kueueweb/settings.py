@@ -377,6 +377,10 @@ KUEUEWEB: dict[str, Any] = {
     "TRAINING_RUNTIMES": env_list("KUEUEWEB_TRAINING_RUNTIMES", []),
     # MultiKueue.
     "MULTIKUEUE_ORIGIN": env_str("KUEUEWEB_MULTIKUEUE_ORIGIN", "multikueue"),
+    # Kinds whose controller lives outside Kueue, dispatched through MultiKueue's generic
+    # adapter (Kueue's multiKueue.externalFrameworks): Kind.version.group, comma-separated;
+    # checked at startup (scheduling/jobs/external.py).
+    "MULTIKUEUE_EXTERNAL_FRAMEWORKS": env_list("KUEUEWEB_MULTIKUEUE_EXTERNAL_FRAMEWORKS", []),
     "MULTIKUEUE_WORKER_LOST_TIMEOUT_SECONDS": env_int("KUEUEWEB_WORKER_LOST_TIMEOUT_SECONDS", 900),
     "MULTIKUEUE_GC_INTERVAL_SECONDS": env_int("KUEUEWEB_MULTIKUEUE_GC_INTERVAL_SECONDS", 60),
     "DISPATCH_STEP_SIZE": env_int("KUEUEWEB_DISPATCH_STEP_SIZE", 3),

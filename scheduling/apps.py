@@ -16,15 +16,37 @@ class SchedulingConfig(AppConfig):
     def ready(self) -> None:
         from scheduling.jobframework import registry
 
+        config = settings.KUEUEWEB
+        configure_external_frameworks(config)
+        setting_changed.connect(_reconfigure_external_frameworks,
+                                dispatch_uid="external-frameworks")
         # A misspelt framework name would refuse every job of that kind: fail at startup,
         # as Kueue's setup does for a framework it cannot run.
-        config = settings.KUEUEWEB
         problems = registry.check_frameworks(registry.enabled_names(config))
         if problems:
             raise ImproperlyConfigured(
                 "KUEUEWEB['INTEGRATIONS_FRAMEWORKS']: " + "; ".join(problems))
         configure_kinds(config)
         setting_changed.connect(_reconfigure_kinds, dispatch_uid="configure-job-kinds")
+
+
+def configure_external_frameworks(config: Mapping[str, Any]) -> None:
+    """Register a kind per entry of ``KUEUEWEB["MULTIKUEUE_EXTERNAL_FRAMEWORKS"]``; a
+    malformed entry fails startup, naming it."""
+    from scheduling.jobs.external import configure_external_frameworks as configure
+
+    names = config.get("MULTIKUEUE_EXTERNAL_FRAMEWORKS") or []
+    problems = (["must be a list of Kind.version.group names, not "
+                 f"{type(names).__name__}"] if not isinstance(names, (list, tuple))
+                else configure(names))
+    if problems:
+        raise ImproperlyConfigured(
+            "KUEUEWEB['MULTIKUEUE_EXTERNAL_FRAMEWORKS']: " + "; ".join(problems))
+
+
+def _reconfigure_external_frameworks(*, setting: str, **_: Any) -> None:
+    if setting == "KUEUEWEB":
+        configure_external_frameworks(settings.KUEUEWEB)
 
 
 def configure_kinds(config: Mapping[str, Any]) -> None:

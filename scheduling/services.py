@@ -156,6 +156,7 @@ def submit_job(
     integration, kind_errors = registry.enabled_for(manifest, options)
     if integration is None:
         raise invalid(errors + kind_errors)
+    manifest = integration.default(manifest)
     errors += integration.validate_on_create(manifest, namespace=namespace,
                                              slices_enabled=slices_enabled)
     schedule = integration.cron_schedule(manifest)
@@ -174,6 +175,8 @@ def submit_job(
                                submission_grant(user, namespace), labels_at)
     if errors:
         raise invalid(errors)
+    if isinstance(integration, jobframework.GenericJob) and not integration.constructs_workload:
+        return _store_external_object(integration, manifest, domain, namespace, resource)
     try:
         with transaction.atomic():
             default_labels = _job_default_labels(labels, domain, namespace, labels_at)
@@ -194,10 +197,10 @@ def submit_job(
                           cluster=domain, namespace=namespace, api_group=integration.group,
                           kind=integration.kind), resource))
             queued = isinstance(integration, jobframework.GenericJob)
-            job.manifest = integration.default(jobframework.default_manifest(
+            job.manifest = jobframework.default_manifest(
                 manifest, name=job.name, namespace=namespace, uid=str(job.uid),
                 default_labels=default_labels if queued else None,
-            ))
+            )
             if isinstance(integration, jobframework.GenericJob):
                 job.save()
                 _create_job_workload(integration, job, priority, options)
@@ -208,6 +211,28 @@ def submit_job(
                 job.save()
     except IntegrityError as exc:
         # A concurrent submission took the name between the check and the insert.
+        name = metadata.get("name") or metadata.get("generateName")
+        raise ConflictError(f'{resource} "{name}" already exists') from exc
+    return job
+
+
+def _store_external_object(integration: jobframework.GenericJob, manifest: Mapping[str, Any],
+                           domain: Cluster, namespace: str, resource: str) -> Job:
+    """An object of a kind Kueue does not reconcile (a MultiKueue external framework),
+    stored as given: its queue and priority are its Workload's, which is created through the
+    API naming it as owner (``create_workload``)."""
+    metadata = manifest["metadata"]
+    try:
+        with transaction.atomic():
+            job = Job(cluster=domain, namespace=namespace, api_version=integration.api_version,
+                      kind=integration.kind,
+                      name=_job_name(metadata, Job.objects.filter(
+                          cluster=domain, namespace=namespace, api_group=integration.group,
+                          kind=integration.kind), resource))
+            job.manifest = jobframework.default_manifest(manifest, name=job.name,
+                                                         namespace=namespace, uid=str(job.uid))
+            job.save()
+    except IntegrityError as exc:
         name = metadata.get("name") or metadata.get("generateName")
         raise ConflictError(f'{resource} "{name}" already exists') from exc
     return job
@@ -351,6 +376,8 @@ class WorkloadRequest:
     spec: Any
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # ``metadata.ownerReferences``: the object of an external framework the Workload is for.
+    owner_references: Any = None
 
 
 def create_workload(
@@ -361,14 +388,18 @@ def create_workload(
     cluster: Cluster | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
+    owner_references: Any = None,
     user: AbstractBaseUser | AnonymousUser | None = None,
 ) -> Workload:
     """Create a Workload directly (Kueue's custom-workload integration), pending in its queue.
 
     The spec follows ``jobframework.validate_workload_spec``; a named WorkloadPriorityClass must exist
-    and gives the priority. Raises ValidationError by field path, or ConflictError.
+    and gives the priority. ``owner_references`` may name one stored object of a MultiKueue
+    external framework, which the Workload is then for (``_owner_of``). Raises
+    ValidationError by field path, or ConflictError.
     """
-    request = WorkloadRequest(namespace, name, spec, labels or {}, annotations or {})
+    request = WorkloadRequest(namespace, name, spec, labels or {}, annotations or {},
+                              owner_references)
     return create_workloads([request], cluster=cluster, prefix_paths=False, user=user)[0]
 
 
@@ -392,9 +423,14 @@ def create_workloads(
     errors: list[FieldError] = []
     drafts: list[tuple[WorkloadRequest, jobframework.WorkloadSpecValues]] = []
     bound: dict[str, NamespaceGrant | None] = {}
+    owners: dict[int, Job] = {}
     for index, request in enumerate(requests):
         item_errors = (jobframework.validate_labels(dict(request.labels))
                        + jobframework.validate_annotations(dict(request.annotations)))
+        owner, owner_errors = _owner_of(domain, request.namespace, request.owner_references)
+        item_errors.extend(owner_errors)
+        if owner is not None:
+            owners[index] = owner
         item_errors.extend(jobframework.validate_object_name(request.name, request.namespace))
         item_errors.extend(grants.namespace_errors(request.namespace))
         elastic = jobframework.is_elastic(request.annotations, slices_enabled=slices_enabled)
@@ -416,6 +452,8 @@ def create_workloads(
     keys = [(r.namespace, r.name) for r in requests]
     if len(set(keys)) != len(keys):
         errors.append(FieldError("items", "two items have the same namespace and name"))
+    if len({job.pk for job in owners.values()}) != len(owners):
+        errors.append(FieldError("items", "two items name the same owner"))
     if errors:
         raise invalid(errors)
     try:
@@ -436,11 +474,19 @@ def create_workloads(
             existing = _existing_names(domain, keys)
             if existing:
                 raise ConflictError(f'workloads.kueue.x-k8s.io "{existing[0]}" already exists')
+            # An owner gets one Workload, even from two requests at once.
+            owner_ids = [job.pk for job in owners.values()]
+            list(Job.objects.select_for_update().filter(pk__in=owner_ids).values_list("pk"))
+            taken = Workload.objects.filter(job_id__in=owner_ids).values_list(
+                "job__name", flat=True).first()
+            if taken is not None:
+                raise ConflictError(f"the owner {taken!r} already has a Workload")
             local_queues = _local_queues(domain, [(r.namespace, v.queue_name) for r, v in drafts])
             admission.request_admission(domain.pk)
             workloads = [
                 Workload(
                     cluster=domain, namespace=request.namespace, name=request.name,
+                    job=owners.get(index),
                     queue_name=values.queue_name,
                     local_queue=local_queues.get((request.namespace, values.queue_name)),
                     priority_class_name=class_name,
@@ -452,8 +498,9 @@ def create_workloads(
                     labels=dict(request.labels),
                     annotations=dict(request.annotations),
                 )
-                for (request, values), (class_name, class_source, priority)
-                in zip(drafts, priorities, strict=True)
+                # With no error, every request has its draft, at its own index.
+                for index, ((request, values), (class_name, class_source, priority))
+                in enumerate(zip(drafts, priorities, strict=True))
             ]
             if len(workloads) == 1:
                 return [save_new_workload(workloads[0])]
@@ -467,6 +514,50 @@ def create_workloads(
     except IntegrityError as exc:
         name = requests[0].name if len(requests) == 1 else "of this request"
         raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists') from exc
+
+
+_OWNER_PATH = "metadata.ownerReferences"
+
+
+def _owner_of(domain: Cluster, namespace: str, references: Any) -> tuple[Job | None, list[FieldError]]:
+    """The stored object ``metadata.ownerReferences`` names, as Kueue's Workload names the
+    job it is for. Only an object of a MultiKueue external framework may be named: kueueweb
+    makes the Workloads of the kinds it reconciles itself. One owner, which has no Workload
+    yet; ``uid``, when given, must be the object's."""
+    if references is None or references == []:
+        return None, []
+    if not isinstance(references, list) or not all(isinstance(r, Mapping) for r in references):
+        return None, [FieldError(_OWNER_PATH, "must be a list of objects")]
+    if len(references) > 1:
+        return None, [FieldError(_OWNER_PATH, "may name one owner only: the object the "
+                                 "Workload is for")]
+    reference, path = references[0], f"{_OWNER_PATH}[0]"
+    errors = [FieldError(f"{path}.{key}", "is required") for key in ("apiVersion", "kind", "name")
+              if not isinstance(reference.get(key), str) or not reference.get(key)]
+    if errors:
+        return None, errors
+    api_version, kind, name = reference["apiVersion"], reference["kind"], reference["name"]
+    integration = registry.by_kind(api_version, kind)
+    enabled = registry.enabled_names(_kueue_settings())
+    if (not isinstance(integration, jobframework.GenericJob) or integration.constructs_workload
+            or integration.framework_name not in enabled):
+        listed = ", ".join(registry.external_names(_kueue_settings())) or "none"
+        return None, [FieldError(f"{path}.kind", f"{api_version} {kind!r} is not a MultiKueue "
+                                 "external framework (listed: " + listed + "); kueueweb makes "
+                                 "the Workloads of the kinds it reconciles itself")]
+    job = Job.objects.filter(cluster=domain, namespace=namespace, api_group=integration.group,
+                             kind=kind, name=name).first()
+    if job is None:
+        return None, [FieldError(f"{path}.name", f'{integration.plural}.{integration.group} '
+                                 f'"{name}" not found in namespace {namespace!r}')]
+    uid = reference.get("uid")
+    if uid not in (None, "") and str(uid) != str(job.uid):
+        return None, [FieldError(f"{path}.uid", f"is {uid!r}, but {kind} {name!r} has uid "
+                                 f"{job.uid}")]
+    held = job.workloads.values_list("name", flat=True).first()
+    if held is not None:
+        return None, [FieldError(path, f"{kind} {name!r} already has the Workload {held!r}")]
+    return job, []
 
 
 def _existing_names(domain: Cluster, keys: Sequence[tuple[str, str]]) -> list[str]:

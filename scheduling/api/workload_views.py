@@ -239,7 +239,9 @@ def _body(data: Any) -> Mapping[str, Any]:
     ),
     create=extend_schema(
         summary="Create a workload",
-        description="A Workload without a Job (Kueue's custom-workload integration). It starts "
+        description="A Workload without a Job (Kueue's custom-workload integration), or the "
+        "Workload of an object of a MultiKueue external framework, which "
+        "`metadata.ownerReferences` names (apiVersion, kind, name, optional uid). It starts "
         "pending in its queue, queued at its creation time. " + GRANT_RULES,
         parameters=[NAMESPACE_PARAMETER, CLUSTER_PARAMETER],
         request=WorkloadSerializer,
@@ -277,6 +279,7 @@ class WorkloadViewSet(_DomainViewSet):
     def create(self, request: Request, namespace: str) -> Response:
         body = _body(request.data)
         name, generate, labels, annotations = _workload_metadata(body, namespace)
+        owner_references = (body.get("metadata") or {}).get("ownerReferences")
         cluster = self.get_cluster()
         attempts = 1 if name else 8
         for attempt in range(attempts):
@@ -284,7 +287,8 @@ class WorkloadViewSet(_DomainViewSet):
                 workload = services.create_workload(
                     body.get("spec"), namespace=namespace,
                     name=name or jobframework.generate_name(generate), cluster=cluster,
-                    labels=labels, annotations=annotations, user=request.user,
+                    labels=labels, annotations=annotations,
+                    owner_references=owner_references, user=request.user,
                 )
                 break
             except services.ConflictError as exc:

@@ -171,6 +171,11 @@ class JobKind(ABC):
     def version(self) -> str:
         return self.api_version.rpartition("/")[2]
 
+    def default(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """The object as the kind's mutating webhook defaults it on create, before it is
+        validated (Kueue's ``Default``); default: unchanged."""
+        return dict(manifest)
+
     @abstractmethod
     def validate_on_create(
         self, manifest: Mapping[str, Any], *, namespace: str, slices_enabled: bool
@@ -184,11 +189,6 @@ class JobKind(ABC):
 
     def is_suspended(self, manifest: Mapping[str, Any]) -> bool:
         return bool((manifest.get("spec") or {}).get("suspend", False))
-
-    def default(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        """The object as the kind's webhook defaults it on create (Kueue's ``Default``),
-        after the queue and priority-class labels; default: unchanged."""
-        return dict(manifest)
 
     def cron_schedule(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
         """The cron schedule the object creates its jobs on, with its field path (a
@@ -219,6 +219,10 @@ class GenericJob(JobKind):
     """A running object of the kind cannot be suspended again (a Pod, once ungated): the job
     reconciler stops it by deleting it, and it is not run again (Kueue's ``JobWithCustomStop``
     of the pod integration). ``suspended_status`` says how it ended."""
+    constructs_workload: bool = True
+    """Whether submitting an object makes its Workload from ``pod_sets``. False for a kind
+    Kueue does not reconcile (an external framework): its Workload is created through the
+    API by whoever runs the kind, naming the object in ``metadata.ownerReferences``."""
     simulated: SimulatedController | None = None
 
     # --- the Workload --------------------------------------------------------------------

@@ -87,8 +87,17 @@ def kind_reference(job: _StoredJob) -> str:
 
 
 def enabled_names(config: Mapping[str, Any]) -> list[str]:
+    """The enabled framework names: ``INTEGRATIONS_FRAMEWORKS`` and the kinds listed as
+    MultiKueue external frameworks (``Kind.version.group``), enabled by being listed."""
     value = config.get("INTEGRATIONS_FRAMEWORKS")
-    return list(DEFAULT_FRAMEWORKS if value is None else value)
+    return [*(DEFAULT_FRAMEWORKS if value is None else value),
+            *external_names(config)]
+
+
+def external_names(config: Mapping[str, Any]) -> list[str]:
+    """``MULTIKUEUE_EXTERNAL_FRAMEWORKS``: the kinds Kueue dispatches through MultiKueue's
+    generic adapter (``scheduling.jobs.external``)."""
+    return list(config.get("MULTIKUEUE_EXTERNAL_FRAMEWORKS") or ())
 
 
 def check_frameworks(names: Iterable[Any]) -> list[str]:
