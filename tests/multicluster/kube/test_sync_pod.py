@@ -28,6 +28,7 @@ pytestmark = pytest.mark.django_db
 
 SAMPLE = (Path(__file__).resolve().parents[2] / "fixtures" / "kueue_examples" / "pods"
           / "kueue-pod.yaml")
+GROUP_SAMPLE = SAMPLE.with_name("kueue-pod-group.yaml")
 CORE_PODS = "/api/v1/namespaces/{namespace}/pods"
 
 
@@ -162,3 +163,40 @@ def test_an_evicted_pod_is_deleted_and_its_workload_ends_failed_not_requeued(
     again = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=12))
     assert again.started == []
     assert kube_api.get("pods", kube_api.namespace, job.name) is None
+
+
+@pytest.mark.usefixtures("enabled")
+def test_the_kueue_sample_pod_group_runs_as_one_on_the_cluster(
+    kube_api: Any, user_queue_domain: Cluster, t0: datetime,
+) -> None:
+    kube_api.require_fake()
+    domain = user_queue_domain
+    members = sorted((services.submit_job(m, namespace=kube_api.namespace, cluster=domain)
+                      for m in yaml.safe_load_all(GROUP_SAMPLE.read_text())),
+                     key=lambda j: j.name)
+    admission.run_admission_cycle(domain.pk, now=t0)
+    wl = Workload.objects.get(name="sample-group")
+    assert wl.phase == WorkloadPhase.ADMITTED
+
+    started = sync_kube_cluster(domain.pk, now=t0)
+
+    assert started.started == [f"{kube_api.namespace}/{members[0].name}"]
+    role = wl.pod_sets[0]["name"]
+    for job in members:
+        remote = kube_api.get("pods", kube_api.namespace, job.name)
+        assert remote is not None
+        assert remote["metadata"]["labels"][jobframework.PREBUILT_WORKLOAD_LABEL] == (
+            "sample-group")
+        assert remote["metadata"]["labels"][jobframework.PODSET_LABEL] == role
+        assert "schedulingGates" not in remote["spec"]
+        kube_api.set_pod(kube_api.namespace, job.name, phase="Succeeded", ready=False)
+
+    # The members' copies are the group's, not leftovers: they stay until it finishes.
+    finished = sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=10))
+
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.FINISHED
+    assert cond.find(wl.conditions, "Finished")["message"] == "Pods succeeded: 2/2."
+    assert sorted(finished.deleted) == sorted(f"{kube_api.namespace}/{j.name}"
+                                              for j in members)
+    assert kube_api.objects("pods", kube_api.namespace) == []
