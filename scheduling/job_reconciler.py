@@ -41,7 +41,7 @@ from django.conf import settings
 
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.jobframework import registry
-from scheduling.jobframework.interface import GenericJob, JobReport
+from scheduling.jobframework.interface import GenericJob, JobGroup, JobReport
 from scheduling.jobframework.podsets import PodSetInfo
 from scheduling.jobframework.podsets import pod_set_infos as infos_from
 from scheduling.jobframework.workload import is_elastic as elastic_annotated
@@ -232,6 +232,9 @@ class ClusterBackend(Protocol):
 def reconcile(job: Job, backend: ClusterBackend, *, now: datetime,
               events: list[Event]) -> set[Step]:
     """One step of ``job`` on ``backend`` (see the module's docstring)."""
+    integration = integration_of(job)
+    if job.group_name and isinstance(integration, JobGroup):
+        return _reconcile_group(job, integration, backend, now=now, events=events)
     workloads = list(job.workloads.all())
     wl = slices.current_slice(workloads)
     if placed_on_worker(wl):
@@ -377,4 +380,106 @@ def _stop(job: Job, wl: Workload, workloads: Sequence[Workload], backend: Cluste
         wl.refresh_from_db()
         if lifecycle.finish(wl, ended[0], ended[1], now=now, events=events):
             steps.add(Step.FINISHED)
+    return steps
+
+
+# =========================================================================================
+# A group of objects admitted as one Workload (Kueue's pod groups)
+# =========================================================================================
+
+
+def _reconcile_group(job: Job, integration: JobGroup, backend: ClusterBackend, *,
+                     now: datetime, events: list[Event]) -> set[Step]:
+    """One step of a group, run as a unit through the member its Workload is linked to;
+    the other members are left to it. Members start together with the PodSetInfo of their
+    role, the group reports and finishes as a whole, and stopping it deletes every running
+    member. Kueue never recreates a member: one that is gone or failed is waited for
+    (``WaitingForReplacementPods``) until the group's owner submits a replacement."""
+    workloads = list(job.workloads.all())
+    wl = slices.current_slice(workloads)
+    if wl is None or placed_on_worker(wl):
+        return set()
+    members = job.group_members()
+    if should_run(wl):
+        return _run_group(members, wl, integration, backend, now=now, events=events)
+    if wl.phase == WorkloadPhase.FINISHED:
+        if backend.runs_copies:
+            for member in members:
+                copy = backend.read(member, wl, fetch=False)
+                if copy is not None and not copy.gone:
+                    backend.delete(member, reason="its workload finished")
+        return set()
+    return _stop_group(job, members, wl, workloads, integration, backend, now=now,
+                       events=events)
+
+
+def _stopped(member: Job) -> bool:
+    """Stopped by Kueue (or never to run again): suspended once it had terminated."""
+    return member.suspend and integration_of(member).finished(member.status) is not None
+
+
+def _as_member(member: Job) -> dict[str, Any]:
+    return {**member.manifest, "status": member.status or {}}
+
+
+def _run_group(members: Sequence[Job], wl: Workload, integration: JobGroup,
+               backend: ClusterBackend, *, now: datetime, events: list[Event]) -> set[Step]:
+    steps: set[Step] = set()
+    infos = {info.name: info for info in pod_set_infos(backend.cluster_id, wl,
+                                                       elastic_job=False)}
+    where = f"; running{backend.location}" if backend.location else ""
+    current: list[Job] = []
+    for member in members:
+        if _stopped(member):
+            continue
+        if member.suspend:
+            info = infos.get(integration.member_pod_set(member.manifest))
+            if info is None or not backend.create(member, wl, [info]):
+                current.append(member)
+                continue
+            mark_started(member, wl, now=now, events=events, where=where)
+            steps.add(Step.STARTED)
+        obj = backend.read(member, wl)
+        if obj is None:
+            continue  # gone: it is waited for, not recreated
+        status = dict(obj.status)
+        if status and status != member.status:
+            member.status = status
+            member.save(update_fields=["status", "resource_version", "updated_at"])
+        current.append(member)
+    manifests = [_as_member(m) for m in current]
+    report = integration.group_report(manifests)
+    if not lifecycle.sync_job_status(wl, report, now=now, events=events):
+        return steps | {Step.RETRY}
+    if report.finished is not None:
+        steps.add(Step.FINISHED)
+        if backend.runs_copies:
+            for member in current:
+                if not member.suspend:
+                    backend.delete(member, reason="its workload finished")
+        return steps
+    lifecycle.set_waiting_for_replacement(wl, integration.absent_members(manifests), now=now)
+    return steps
+
+
+def _stop_group(owner: Job, members: Sequence[Job], wl: Workload,
+                workloads: Sequence[Workload], integration: JobGroup,
+                backend: ClusterBackend, *, now: datetime, events: list[Event]) -> set[Step]:
+    """Delete every running member (a pod cannot be gated again), mark them stopped, record
+    that the group waits for replacements, then give the quota back."""
+    steps: set[Step] = set()
+    for member in members:
+        if member.suspend:
+            continue
+        obj = backend.read(member, wl)
+        if obj is not None and not obj.gone and not obj.suspended and not obj.deleting:
+            backend.delete(member, reason="its workload is no longer admitted")
+        mark_suspended(member, now=now)
+        steps.add(Step.SUSPENDED)
+    if steps:
+        remaining = [_as_member(m) for m in members]
+        lifecycle.set_waiting_for_replacement(wl, integration.absent_members(remaining),
+                                              now=now)
+    if release_stopped(owner, workloads, wl, now=now, events=events):
+        steps.add(Step.STOPPED)
     return steps

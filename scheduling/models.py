@@ -319,14 +319,29 @@ class Job(NamespacedObject):
     # The kind's status (a batch/v1 JobStatus for a Job) as reported by the cluster the job
     # runs on.
     status = models.JSONField(default=dict, blank=True, editable=False)
+    # The group the object belongs to (a Pod's ``kueue.x-k8s.io/pod-group-name``): the
+    # members of a group share ONE Workload, named after the group and linked to one member,
+    # through which the job reconciler runs them all. Empty for an object on its own.
+    group_name = models.CharField(max_length=253, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["namespace", "name"]
+        indexes = [
+            models.Index(fields=["cluster", "namespace", "group_name"], name="job_group",
+                         condition=~models.Q(group_name="")),
+        ]
         constraints = [
             # Objects of two kinds may share a name, as in Kubernetes.
             models.UniqueConstraint(fields=["cluster", "namespace", "api_group", "kind", "name"],
                                     name="job_unique_kind_name"),
         ]
+
+    def group_members(self) -> list[Job]:
+        """The members of the group the job belongs to (itself among them), by name."""
+        members = Job.objects.filter(
+            cluster_id=self.cluster_id, namespace=self.namespace,  # type: ignore[misc]
+            api_version=self.api_version, kind=self.kind, group_name=self.group_name)
+        return sorted(members, key=lambda member: member.name)
 
     @property
     def kind_reference(self) -> str:

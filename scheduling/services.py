@@ -201,7 +201,13 @@ def submit_job(
                 manifest, name=job.name, namespace=namespace, uid=str(job.uid),
                 default_labels=default_labels if queued else None,
             )
-            if isinstance(integration, jobframework.GenericJob):
+            group = (integration.group_name(job.manifest)
+                     if isinstance(integration, jobframework.JobGroup) else None)
+            if isinstance(integration, jobframework.JobGroup) and group:
+                job.group_name = group
+                job.save()
+                _join_group(integration, job, priority, options)
+            elif isinstance(integration, jobframework.GenericJob):
                 job.save()
                 _create_job_workload(integration, job, priority, options)
                 admission.request_admission(domain.pk)
@@ -293,21 +299,28 @@ def _job_name(metadata: Mapping[str, Any], existing: QuerySet[Job], resource: st
 
 def _create_job_workload(
     integration: jobframework.GenericJob, job: Job, priority: tuple[str, str, int],
-    options: Mapping[str, Any],
+    options: Mapping[str, Any], *, group: jobframework.GroupComposition | None = None,
 ) -> Workload:
+    """The job's Workload; with ``group``, the Workload of the group ``job`` belongs to:
+    named after the group, with the group's pod sets, annotated as a group's."""
     draft = jobframework.construct_workload(
         integration, job.manifest,
         label_keys_to_copy=options["LABEL_KEYS_TO_COPY"],
         partial_admission=bool(options["PARTIAL_ADMISSION"]),
         slices_enabled=bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]),
     )
-    if Workload.objects.filter(cluster=job.cluster, namespace=job.namespace, name=draft.name).exists():
-        raise ConflictError(f'workloads.kueue.x-k8s.io "{draft.name}" already exists')
+    name, pod_sets, annotations = draft.name, draft.pod_sets, draft.annotations
+    if group is not None and group.pod_sets is not None:
+        assert isinstance(integration, jobframework.JobGroup)
+        name, pod_sets = job.group_name, group.pod_sets
+        annotations = {**annotations, integration.group_workload_annotation: "true"}
+    if Workload.objects.filter(cluster=job.cluster, namespace=job.namespace, name=name).exists():
+        raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists')
     class_name, class_source, value = priority
     workload = save_new_workload(Workload(
         cluster=job.cluster,
         namespace=job.namespace,
-        name=draft.name,
+        name=name,
         job=job,
         queue_name=draft.queue_name,
         local_queue=local_queue_for(job.cluster, job.namespace, draft.queue_name),
@@ -315,9 +328,9 @@ def _create_job_workload(
         priority_class_source=class_source,
         priority=value,
         maximum_execution_time_seconds=draft.maximum_execution_time_seconds,
-        pod_sets=draft.pod_sets,
+        pod_sets=pod_sets,
         labels=draft.labels,
-        annotations=draft.annotations,
+        annotations=annotations,
     ))
     # Kueue's job reconciler records this on the Job (reason CreatedWorkload); it is also
     # linked to the workload so its page shows where it came from.
@@ -333,6 +346,38 @@ def _create_job_workload(
         created_at=workload.created_at,
     )
     return workload
+
+
+def _join_group(integration: jobframework.JobGroup, job: Job, priority: tuple[str, str, int],
+                options: Mapping[str, Any]) -> None:
+    """A member of a group joined it (Kueue's pod-group reconcile): the group's Workload is
+    created once its members can make one, linked to the first member by name; until then
+    each member gets an ``ErrWorkloadCompose`` warning. A member that joins an existing
+    group Workload replaces one that was gone or failed."""
+    assert isinstance(integration, jobframework.GenericJob)
+    existing = Workload.objects.filter(cluster=job.cluster, namespace=job.namespace,
+                                       name=job.group_name).first()
+    members = job.group_members()
+    manifests = [{**m.manifest, "status": m.status} for m in members]
+    if existing is not None:
+        if (existing.annotations or {}).get(integration.group_workload_annotation) != "true":
+            # Kueue refuses to adopt it (WorkloadNameConflict).
+            raise invalid([FieldError(
+                jobframework.label_path(integration.group_label),
+                f"workload {existing.name!r} exists and is not the Workload of group "
+                f"{job.group_name!r}")])
+        lifecycle.set_waiting_for_replacement(
+            existing, integration.absent_members(manifests), now=timezone.now())
+        return
+    composition = integration.compose_group(manifests)
+    if composition.pod_sets is None:
+        Event.objects.create(
+            cluster=job.cluster, object_kind=job.kind, object_namespace=job.namespace,
+            object_name=job.name, type=EventType.WARNING, reason="ErrWorkloadCompose",
+            message=composition.message, created_at=timezone.now())
+        return
+    _create_job_workload(integration, members[0], priority, options, group=composition)
+    admission.request_admission(job.cluster.pk)
 
 
 def find_job(jobs: QuerySet[Job], name: str, *, kind: str | None = None) -> Job | None:

@@ -3,7 +3,8 @@ Workload, and list + watch with resource versions.
 
 Everything is sent and received as plain dicts (the JSON of the API), through
 ``KubeClient.call``: the generic custom-objects API carries batch/v1 Jobs and the
-``scheduling.k8s.io/v1alpha1`` Workload exactly as ``multicluster.kube.manifests`` builds them.
+``scheduling.k8s.io/v1alpha1`` Workload exactly as ``multicluster.kube.manifests`` builds them,
+and its counterpart for the core group (``KubeClient.objects``) a Pod run as a job.
 
 List + watch (``KubeBackend.refresh``) keeps a ``WatchState`` (resource version and reduced
 objects) up to date: a list when there is no resource version, else a watch from it that is
@@ -84,7 +85,8 @@ class WatchKind:
     a deleted object stays in the state, marked ``deleted``, with its last status, until
     the reader drops it: a Job that finished and was deleted at once
     (``ttlSecondsAfterFinished``) still says how it ended. ``resource`` (group, version,
-    plural) names a kind served through the custom objects API: the job kinds."""
+    plural) names a kind served through the generic objects API: the job kinds, a Pod
+    among them."""
 
     name: str
     reduce: Callable[[Mapping[str, Any]], dict[str, Any]]
@@ -102,7 +104,9 @@ def job_kind(group: str, version: str, plural: str,
              is_suspended: Callable[[Mapping[str, Any]], bool] | None = None) -> WatchKind:
     """The watch of a job kind (a registered integration's group, version and plural, and
     how it says it is suspended)."""
-    return WatchKind(f"{plural}.{group}", functools.partial(reduce_job,
+    # A core kind is named by its version: a Pod's watch as a job must not share the state
+    # of the pods' own watch (``PODS``).
+    return WatchKind(f"{plural}.{group or version}", functools.partial(reduce_job,
                                                             is_suspended=is_suspended),
                      tombstones=True,
                      resource=(group, version, plural))
@@ -165,7 +169,8 @@ class KubeBackend:
 
     def can_list_jobs(self, resource: tuple[str, str, str] = BATCH_JOBS) -> None:
         """Raises unless this client may list the job kind in every namespace."""
-        self.kube.call(self.kube.custom.list_cluster_custom_object, *resource, limit=1)
+        self.kube.call(self.kube.objects(resource[0]).list_cluster_custom_object, *resource,
+                       limit=1)
 
     def list_nodes(self) -> list[dict[str, Any]]:
         items, _ = self._list(NODES, label_selector=None)
@@ -203,10 +208,13 @@ class KubeBackend:
 
     # --- jobs ---------------------------------------------------------------------------
 
-    def _jobs(self, method: Callable[..., Any], resource: tuple[str, str, str],
+    def _jobs(self, method: str, resource: tuple[str, str, str],
               namespace: str, *args: Any, **kwargs: Any) -> Any:
+        """``method`` of the generic objects API of the job kind's group (the custom objects
+        API; for the core group, a Pod, its counterpart on ``/api``)."""
         group, version, plural = resource
-        return self.kube.call(method, group, version, namespace, plural, *args, **kwargs)
+        return self.kube.call(getattr(self.kube.objects(group), method), group, version,
+                              namespace, plural, *args, **kwargs)
 
     def create_job(self, body: Mapping[str, Any], *,
                    resource: tuple[str, str, str] = BATCH_JOBS) -> dict[str, Any]:
@@ -214,7 +222,7 @@ class KubeBackend:
         namespace = str((body.get("metadata") or {}).get("namespace", ""))
         _refuse_system_namespace(namespace)
         created: dict[str, Any] = self._jobs(
-            self.kube.custom.create_namespaced_custom_object, resource, namespace, dict(body),
+            "create_namespaced_custom_object", resource, namespace, dict(body),
             _content_type="application/json")
         return created
 
@@ -222,7 +230,7 @@ class KubeBackend:
                 resource: tuple[str, str, str] = BATCH_JOBS) -> dict[str, Any] | None:
         try:
             job: dict[str, Any] = self._jobs(
-                self.kube.custom.get_namespaced_custom_object, resource, namespace, name)
+                "get_namespaced_custom_object", resource, namespace, name)
         except KubeApiError as exc:
             if exc.not_found:
                 return None
@@ -235,7 +243,7 @@ class KubeBackend:
         """A merge patch (or a strategic-merge patch) of the job object; None if it is gone."""
         try:
             patched: dict[str, Any] = self._jobs(
-                self.kube.custom.patch_namespaced_custom_object, resource, namespace, name,
+                "patch_namespaced_custom_object", resource, namespace, name,
                 dict(patch), _content_type=STRATEGIC_MERGE_PATCH if strategic else MERGE_PATCH)
         except KubeApiError as exc:
             if exc.not_found:
@@ -255,7 +263,7 @@ class KubeBackend:
                    resource: tuple[str, str, str] = BATCH_JOBS) -> bool:
         """Delete the job object and, in the background, its pods; False if it was gone."""
         try:
-            self._jobs(self.kube.custom.delete_namespaced_custom_object, resource, namespace,
+            self._jobs("delete_namespaced_custom_object", resource, namespace,
                        name, propagation_policy="Background")
         except KubeApiError as exc:
             if exc.not_found:
@@ -310,7 +318,7 @@ class KubeBackend:
 
     def _list_method(self, kind: WatchKind) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         if kind.resource is not None:
-            return self.kube.custom.list_cluster_custom_object, kind.resource
+            return self.kube.objects(kind.resource[0]).list_cluster_custom_object, kind.resource
         if kind is PODS:
             return self.kube.core.list_pod_for_all_namespaces, ()
         if kind is NODES:

@@ -103,6 +103,74 @@ def _api_error(exc: ApiException) -> KubeApiError | KubeUnavailable:
     return KubeApiError(status, reason, message)
 
 
+def _query_name(parameter: str) -> str:
+    """The API's name of a query parameter the generated client spells in snake case
+    (``label_selector`` -> ``labelSelector``; ``_continue`` -> ``continue``)."""
+    head, *rest = parameter.lstrip("_").split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+class CoreObjectsApi:
+    """``CustomObjectsApi``'s calls for the core group (``""``), whose objects live under
+    ``/api/{version}`` rather than ``/apis/{group}/{version}``: a Pod handled like any job
+    object, its body sent and answered as plain JSON (the typed ``CoreV1Api`` would read it
+    into the library's models, dropping fields newer than the library).
+
+    Each call is the official client's own request path (``ApiClient.param_serialize``, the
+    bearer token and headers it adds, ``call_api``) and answers as a generated call with
+    ``_preload_content=False`` does: the not yet read response, or ``ApiException``."""
+
+    def __init__(self, api_client: Any) -> None:
+        self.api_client = api_client
+
+    def _request(self, method: str, version: str, plural: str, namespace: str | None = None,
+                 name: str | None = None, *, body: Any = None, _content_type: str | None = None,
+                 _request_timeout: Any = None, _preload_content: bool = False,
+                 **query: Any) -> Any:
+        path, params = "/api/{version}", {"version": version, "plural": plural}
+        if namespace is not None:
+            path, params["namespace"] = path + "/namespaces/{namespace}", namespace
+        path += "/{plural}"
+        if name is not None:
+            path, params["name"] = path + "/{name}", name
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = _content_type or "application/json"
+        request = self.api_client.param_serialize(
+            method=method, resource_path=path, path_params=params,
+            query_params=[(_query_name(k), v) for k, v in query.items() if v is not None],
+            header_params=headers, body=body, auth_settings=["BearerToken"])
+        response = self.api_client.call_api(*request, _request_timeout=_request_timeout)
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        if _preload_content:
+            response.read()
+            return json.loads(response.data or b"{}")
+        return response.response
+
+    def create_namespaced_custom_object(self, group: str, version: str, namespace: str,
+                                        plural: str, body: Any, **options: Any) -> Any:
+        return self._request("POST", version, plural, namespace, body=body, **options)
+
+    def get_namespaced_custom_object(self, group: str, version: str, namespace: str,
+                                     plural: str, name: str, **options: Any) -> Any:
+        return self._request("GET", version, plural, namespace, name, **options)
+
+    def patch_namespaced_custom_object(self, group: str, version: str, namespace: str,
+                                       plural: str, name: str, body: Any,
+                                       **options: Any) -> Any:
+        return self._request("PATCH", version, plural, namespace, name, body=body, **options)
+
+    def delete_namespaced_custom_object(self, group: str, version: str, namespace: str,
+                                        plural: str, name: str, **options: Any) -> Any:
+        return self._request("DELETE", version, plural, namespace, name, **options)
+
+    def list_cluster_custom_object(self, group: str, version: str, plural: str,
+                                   **options: Any) -> Any:
+        return self._request("GET", version, plural, **options)
+
+
 class KubeClient:
     """The APIs of one cluster, sharing one ``ApiClient`` (its connection pool)."""
 
@@ -114,9 +182,15 @@ class KubeClient:
         # given (the typed APIs validate them against the library's models and would refuse
         # fields newer than the library, e.g. a pod template's workloadRef).
         self.custom = k8s.CustomObjectsApi(api_client)
+        self.core_objects = CoreObjectsApi(api_client)
         self.versions = k8s.VersionApi(api_client)
         self._discovery: dict[str, tuple[float, frozenset[str] | None]] = {}
         self._lock = threading.Lock()
+
+    def objects(self, group: str) -> Any:
+        """The generic API of a group's objects: the custom objects API, or its counterpart
+        on ``/api`` for the core group."""
+        return self.core_objects if group == "" else self.custom
 
     @property
     def host(self) -> str:

@@ -206,6 +206,15 @@ def sync_kube_cluster(cluster_id: int, *, now: datetime) -> KubeSyncOutcome:
     return outcome
 
 
+def _workload_names(job: Job) -> set[str]:
+    """The Workloads a copy of ``job`` may belong to: its own, and its group's (named after
+    the group, linked to one member)."""
+    names = {wl.name for wl in job.workloads.all()}
+    if job.group_name:
+        names.add(job.group_name)
+    return names
+
+
 class _Pass:
     def __init__(self, cluster: Cluster, backend: KubeBackend, *, now: datetime,
                  outcome: KubeSyncOutcome) -> None:
@@ -306,7 +315,7 @@ class _Pass:
         remote = self.remote.get(self._key(job))
         if remote is None or remote.get(TOMBSTONE):
             return None
-        names = {wl.name for wl in job.workloads.all()}
+        names = _workload_names(job)
         if remote.get("workload") and remote["workload"] not in names:
             # A job of the same name from an earlier local job: it must go first.
             self._delete_remote(job, reason="a leftover of an earlier job")
@@ -377,7 +386,7 @@ class _Pass:
         if existing is None:
             return None
         found = reduce_job(existing, reconciler.integration_of(job).is_suspended)
-        names = {w.name for w in job.workloads.all()}
+        names = _workload_names(job)
         labels = (existing.get("metadata") or {}).get("labels") or {}
         if labels.get(ORIGIN_LABEL) != origin():
             self._warn(wl, "FailedCreate",

@@ -216,12 +216,19 @@ class SimulatedCluster:
                                               elastic=elastic_job)
             if remaining <= 0:
                 continue
-            min_count = pod_set.get("minCount") or info.count
-            group = PodGroup.objects.create(
-                cluster=self.cluster, workload=wl, job=job, pod_set=info.name,
-                min_count=min(int(min_count), remaining), created_at=self.now,
-                waiting_since=self.now,
-            )
+            min_count = int(pod_set.get("minCount") or info.count)
+            group = PodGroup.objects.filter(workload=wl, pod_set=info.name).first()
+            if group is None:
+                group = PodGroup.objects.create(
+                    cluster=self.cluster, workload=wl, job=job, pod_set=info.name,
+                    min_count=min(min_count, remaining), created_at=self.now,
+                    waiting_since=self.now,
+                )
+            else:
+                # Several objects run one pod set (the members of a pod group): their pods
+                # join its gang, which binds once the whole pod set is there.
+                group.min_count = min(min_count, group.min_count + remaining)
+                group.save(update_fields=["min_count"])
             _create_pods(self.cluster, job, wl, pod_set, remaining, group=group, info=info,
                          now=self.now)
         self.pods.pop(job.pk, None)  # read again when the job is next reconciled

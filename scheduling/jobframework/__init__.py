@@ -32,6 +32,7 @@ from scheduling.jobframework.constants import (
     QUEUE_NAME_LABEL,
     RESERVED_RESOURCE,
     RESERVED_RESOURCE_MESSAGE,
+    WAITING_FOR_REPLACEMENT_PODS,
     WORKLOAD_NAME_MAX_LENGTH,
     WORKLOAD_PRIORITY_CLASS_SOURCE,
     WORKLOAD_SLICE_NAME_ANNOTATION,
@@ -40,6 +41,8 @@ from scheduling.jobframework.constants import (
 )
 from scheduling.jobframework.interface import (
     GenericJob,
+    GroupComposition,
+    JobGroup,
     JobKind,
     JobReport,
     ScalablePodSet,
@@ -96,6 +99,8 @@ __all__ = [
     "ELASTIC_JOB_ANNOTATION",
     "ELASTIC_JOB_SCHEDULING_GATE",
     "GenericJob",
+    "GroupComposition",
+    "JobGroup",
     "JobKind",
     "JOB_UID_LABEL",
     "JobReport",
@@ -120,6 +125,7 @@ __all__ = [
     "SimulatedPods",
     "WORKLOAD_NAME_MAX_LENGTH",
     "WORKLOAD_PRIORITY_CLASS_SOURCE",
+    "WAITING_FOR_REPLACEMENT_PODS",
     "WORKLOAD_SLICE_NAME_ANNOTATION",
     "WORKLOAD_SLICE_REPLACED",
     "WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION",

@@ -17,6 +17,9 @@ WORKLOAD_SLICE_REPLACEMENT_FOR_ANNOTATION = "kueue.x-k8s.io/workload-slice-repla
 # Finished reason of a slice replaced by its scale-up successor.
 WORKLOAD_SLICE_REPLACED = "WorkloadSliceReplaced"
 PROVREQ_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
+# The Workload condition of a group whose members are gone or failed: Kueue does not admit
+# it again until they are replaced.
+WAITING_FOR_REPLACEMENT_PODS = "WaitingForReplacementPods"
 
 DEFAULT_LOCAL_QUEUE_NAME = "default"
 DEFAULT_PRIORITY_CLASS_NAME = "default"

@@ -362,6 +362,50 @@ class GenericJob(JobKind):
         adapter)."""
 
 
+
+@dataclass(frozen=True)
+class GroupComposition:
+    """What the members of a group make: the Workload's pod sets, or, while they cannot make
+    one yet, why (Kueue's ``ErrWorkloadCompose``)."""
+
+    pod_sets: list[dict[str, Any]] | None
+    message: str = ""
+
+
+class JobGroup(ABC):
+    """A kind whose objects may form a group admitted as ONE Workload (Kueue's pod groups):
+    the members share a group name in a namespace, the Workload is named after the group and
+    built once enough members exist, each member runs with the pod set of its role, and the
+    group finishes as a whole. The job reconciler runs the group as a unit."""
+
+    group_label: str
+    """The label that names a member's group."""
+    group_workload_annotation: str
+    """The annotation (value ``"true"``) that marks the Workload as a group's."""
+
+    @abstractmethod
+    def group_name(self, manifest: Mapping[str, Any]) -> str | None:
+        """The group the object belongs to, or None for an object on its own."""
+
+    @abstractmethod
+    def member_pod_set(self, manifest: Mapping[str, Any]) -> str:
+        """The name of the group Workload's pod set the member runs as (its role)."""
+
+    @abstractmethod
+    def compose_group(self, members: Sequence[Mapping[str, Any]]) -> GroupComposition:
+        """The pod sets of the group's Workload from its members (objects with their
+        ``status``), or why there is none yet."""
+
+    @abstractmethod
+    def absent_members(self, members: Sequence[Mapping[str, Any]]) -> int:
+        """How many members the group misses (gone or failed, awaiting replacement)."""
+
+    @abstractmethod
+    def group_report(self, members: Sequence[Mapping[str, Any]]) -> JobReport:
+        """The group's account for the workload lifecycle, from its members (objects with
+        their ``status``)."""
+
+
 _PATH_PART = re.compile(r"([^.\[\]]+)((?:\[\d+\])*)")
 
 

@@ -13,6 +13,12 @@ A plain Pod carrying a queue label is a job of its own:
   deletes it (``stop_deletes``) and it ends Failed with the ``TerminationTarget`` condition;
 * it is finished in phase Succeeded or Failed, and ready with its ``Ready`` condition;
 * ``PodController`` plays the pod itself on the simulated cluster.
+
+Pods sharing ``kueue.x-k8s.io/pod-group-name`` in a namespace form a group (``JobGroup``):
+one Workload named after the group, built once ``pod-group-total-count`` runnable pods exist
+(or from the first with fast admission), one pod set per role hash; the group finishes when
+all its pods succeeded, or when none runs and one may not be retried; a serving group never
+finishes.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from scheduling.core.names import dns1123_subdomain_error
 from scheduling.jobframework.constants import DEFAULT_POD_SET_NAME
 from scheduling.jobframework.interface import (
     GenericJob,
+    GroupComposition,
+    JobGroup,
     JobReport,
     SimulatedController,
     SimulatedPods,
@@ -50,6 +58,10 @@ FINALIZER = MANAGED_LABEL
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
+FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
+SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
+RETRIABLE_IN_GROUP_ANNOTATION = "kueue.x-k8s.io/retriable-in-group"
 # The pod condition Kueue sets on a pod it stops, before deleting it.
 TERMINATION_TARGET = "TerminationTarget"
 TERMINATION_REASON = "StoppedByKueue"
@@ -161,6 +173,11 @@ class PodController(SimulatedController):
     """The pod itself on the simulated cluster: its one pod is created when it starts, and
     its status follows that pod. Nothing replaces it: a pod that is gone is gone."""
 
+    def first_pods(self, manifest: Mapping[str, Any], status: Mapping[str, Any],
+                   info: PodSetInfo, pod_set: Mapping[str, Any], *, elastic: bool) -> int:
+        """One: the pod itself, whatever its group's pod set counts."""
+        return 1
+
     def reconcile(
         self,
         manifest: Mapping[str, Any],
@@ -189,13 +206,15 @@ class PodController(SimulatedController):
 # =========================================================================================
 
 
-class Pod(GenericJob):
+class Pod(GenericJob, JobGroup):
     framework_name = "pod"
     api_version = "v1"
     kind = "Pod"
     plural = "pods"
     stop_deletes = True
     simulated = PodController()
+    group_label = GROUP_NAME_LABEL
+    group_workload_annotation = IS_GROUP_WORKLOAD_ANNOTATION
 
     # --- admission webhook ---------------------------------------------------------------
 
@@ -336,6 +355,72 @@ class Pod(GenericJob):
     ) -> JobReport:
         return _report(status, finished=self.finished(status))
 
+    # --- pod groups ----------------------------------------------------------------------
+
+    def group_name(self, manifest: Mapping[str, Any]) -> str | None:
+        return _labels(manifest).get(GROUP_NAME_LABEL) or None
+
+    def member_pod_set(self, manifest: Mapping[str, Any]) -> str:
+        """The role hash (as defaulted, or computed from the spec)."""
+        return _annotations(manifest).get(ROLE_HASH_ANNOTATION) or role_hash(_spec(manifest))
+
+    def compose_group(self, members: Sequence[Mapping[str, Any]]) -> GroupComposition:
+        """Kueue's ``constructGroupPodSets``: the runnable or succeeded members grouped by
+        role, counted, sorted by role; the template is the first member's of each role. With
+        fast admission, the first runnable member alone, counted as the whole group."""
+        runnable = [m for m in members if (m.get("status") or {}).get("phase") != "Failed"]
+        if not runnable:
+            return GroupComposition(None, "the group has no runnable pod")
+        first = runnable[0]
+        total = group_total(first)
+        if _annotations(first).get(FAST_ADMISSION_ANNOTATION) == "true":
+            return GroupComposition([{"name": self.member_pod_set(first), "count": total,
+                                      "template": {"spec": copy.deepcopy(dict(_spec(first)))}}])
+        if len(runnable) < total:
+            return GroupComposition(None, (
+                f"'{self.group_name(first)}' group has fewer runnable pods than expected: "
+                f"{len(runnable)} of {total}"))
+        pod_sets: dict[str, dict[str, Any]] = {}
+        for member in runnable:
+            role = self.member_pod_set(member)
+            if role in pod_sets:
+                pod_sets[role]["count"] += 1
+            else:
+                pod_sets[role] = {"name": role, "count": 1,
+                                  "template": {"spec": copy.deepcopy(dict(_spec(member)))}}
+        return GroupComposition([pod_sets[name] for name in sorted(pod_sets)])
+
+    def absent_members(self, members: Sequence[Mapping[str, Any]]) -> int:
+        present = [m for m in members if (m.get("status") or {}).get("phase") != "Failed"]
+        return max(group_total(members[0]) - len(present), 0) if members else 0
+
+    def group_report(self, members: Sequence[Mapping[str, Any]]) -> JobReport:
+        """Kueue's ``Finished``, ``PodsReady`` and ``ReclaimablePods`` for a group: finished
+        (and successful, in either case) once all ``total`` pods succeeded, or once none
+        runs and one says it may not be retried; a serving group never finishes and
+        reclaims nothing; its succeeded pods per role no longer need quota."""
+        total = group_total(members[0]) if members else 0
+        statuses = [m.get("status") or {} for m in members]
+        succeeded = sum(1 for st in statuses if st.get("phase") == "Succeeded")
+        active = sum(1 for st in statuses if not is_terminated(st))
+        serving = any(_annotations(m).get(SERVING_ANNOTATION) == "true" for m in members)
+        unretriable = any(_annotations(m).get(RETRIABLE_IN_GROUP_ANNOTATION) == "false"
+                          for m in members)
+        finished = None
+        if not serving and (succeeded >= total or (active == 0 and unretriable)):
+            finished = ("Succeeded", f"Pods succeeded: {succeeded}/{total}.")
+        reclaimable: dict[str, int] = {}
+        if not serving:
+            for member, st in zip(members, statuses, strict=True):
+                if st.get("phase") == "Succeeded":
+                    role = self.member_pod_set(member)
+                    reclaimable[role] = reclaimable.get(role, 0) + 1
+        return JobReport(parallelism=total, completions=None, active=active,
+                         ready=sum(1 for st in statuses if is_ready(st)),
+                         succeeded=succeeded,
+                         failed=sum(1 for st in statuses if st.get("phase") == "Failed"),
+                         finished=finished, reclaimable_pods=reclaimable)
+
     # --- other clusters ------------------------------------------------------------------
 
     def remote_copy(
@@ -370,6 +455,19 @@ class Pod(GenericJob):
                          "annotations": dict(running_meta.get("annotations") or {})},
             "spec": spec,
         }
+
+
+def _labels(manifest: Mapping[str, Any]) -> Mapping[str, str]:
+    return (manifest.get("metadata") or {}).get("labels") or {}
+
+
+def _annotations(manifest: Mapping[str, Any]) -> Mapping[str, str]:
+    return (manifest.get("metadata") or {}).get("annotations") or {}
+
+
+def group_total(manifest: Mapping[str, Any]) -> int:
+    """The group's ``pod-group-total-count`` (validated on create: an integer of at least 1)."""
+    return int(_annotations(manifest).get(GROUP_TOTAL_COUNT_ANNOTATION) or 1)
 
 
 def validate_group_metadata(labels: Mapping[str, str],

@@ -1052,6 +1052,9 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
         extra["queued_at"] = row["created_at"]
     conditions = cond.set_condition(conditions, "Requeued", immediate, reason,
                                     evicted.get("message", ""), now=now)
+    # A pod group missing members is not admissible until they are replaced (Kueue's
+    # ``IsAdmissible``): it stays out of the heap until the condition clears.
+    waiting = cond.is_true(row["conditions"], jobframework.WAITING_FOR_REPLACEMENT_PODS)
     updated = Workload.objects.filter(
         pk=row["id"], resource_version=row["resource_version"]
     ).update(
@@ -1062,7 +1065,8 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
         quota_reserved_at=None,
         admission_check_states=[],
         conditions=conditions,
-        queue_state=QueueState.ACTIVE if immediate else QueueState.INADMISSIBLE,
+        queue_state=(QueueState.ACTIVE if immediate and not waiting
+                     else QueueState.INADMISSIBLE),
         cluster_name="",
         nominated_cluster_names=[],
         reclaimable_pods=[],
@@ -1289,6 +1293,8 @@ def _requeue(cluster_id: int, cluster_queue_ids: set[int] | None, *, now: dateti
     # Workloads still backing off (Requeued=False) stay parked: the lifecycle reconciler
     # flips them when their back-off ends.
     parked = cond.filter_by_condition(parked, "Requeued", "False", present=False)
+    parked = cond.filter_by_condition(parked, jobframework.WAITING_FOR_REPLACEMENT_PODS, "True",
+                                      present=False)
     # Both kinds of parking end together (one write lock on SQLite, not one per statement).
     with transaction.atomic(savepoint=False):
         shapes.delete()

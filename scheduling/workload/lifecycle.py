@@ -36,6 +36,7 @@ from kueueweb import live, reconcile
 from scheduling.cache.snapshots import epoch as _epoch
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core import lifecycle as core
+from scheduling.jobframework.constants import WAITING_FOR_REPLACEMENT_PODS
 from scheduling.jobframework.interface import JobReport
 from scheduling.metrics import prometheus
 from scheduling.models import ClusterQueue, Event, LocalQueue, Workload, name_order
@@ -215,6 +216,39 @@ def release_stopped(wl: Workload, *, now: datetime) -> bool:
     return True
 
 
+def set_waiting_for_replacement(wl: Workload, absent: int, *, now: datetime) -> bool:
+    """Kueue's ``WaitingForReplacementPods`` on a group's Workload: True while ``absent``
+    members are gone or failed (the eviction's reason while evicted, else ``PodsFailed``),
+    False once none is. A pending group waiting for replacements stays out of its queue
+    (``admission.release_quota``); once they exist it goes back and a cycle is asked for.
+    True when the workload changed."""
+    current = cond.find(wl.conditions, WAITING_FOR_REPLACEMENT_PODS)
+    if absent > 0:
+        evicted = cond.find(wl.conditions, "Evicted")
+        if evicted is not None and evicted.get("status") == "True":
+            reason, message = str(evicted.get("reason")), str(evicted.get("message", ""))
+        else:
+            reason, message = "PodsFailed", "Some Failed pods need replacement"
+        if current is not None and (current.get("status"), current.get("reason"),
+                                    current.get("message")) == ("True", reason, message):
+            return False
+        return _save(wl, conditions=cond.set_condition(
+            wl.conditions, WAITING_FOR_REPLACEMENT_PODS, True, reason, message, now=now))
+    if current is None or current.get("status") != "True":
+        return False
+    changes: dict[str, Any] = {"conditions": cond.set_condition(
+        wl.conditions, WAITING_FOR_REPLACEMENT_PODS, False, "PodsReady",
+        "No pods need replacement", now=now)}
+    pending = wl.phase == WorkloadPhase.PENDING
+    if pending:
+        changes["queue_state"] = QueueState.ACTIVE
+    if not _save(wl, **changes):
+        return False
+    if pending:
+        admission.request_admission(domain_of(wl))
+    return True
+
+
 # =========================================================================================
 # The periodic pass
 # =========================================================================================
@@ -386,6 +420,8 @@ def _requeue_pending(cluster_id: int, *, now: datetime, events: list[Event],
         stop_policy=StopPolicy.NONE).values_list("namespace", "name"))
     for wl in sorted(parked.select_related("local_queue__cluster_queue").order_by(),
                      key=name_order):
+        if cond.is_true(wl.conditions, WAITING_FOR_REPLACEMENT_PODS):
+            continue  # back in the queue once its missing members are replaced
         requeued = cond.find(wl.conditions, "Requeued") or {}
         reason = str(requeued.get("reason", ""))
         new_reason, message = "", ""
