@@ -33,6 +33,7 @@ from scheduling.models import ClusterQueue, Event, Job, LocalQueue, Workload
 from scheduling.validation import errors_to_dict
 from scheduling.workload import conditions as cond
 from tests.fixtures.scheduling import Reconcilers
+from tests.multicluster.test_dispatch import Everything, at, hub  # noqa: F401 (fixture)
 
 SAMPLE = (Path(__file__).resolve().parents[2] / "fixtures" / "kueue_examples"
           / "serving-workloads" / "sample-deployment.yaml")
@@ -487,3 +488,39 @@ def test_the_replicaset_controller_runs_with_the_periodic_tasks() -> None:
     entry = django_settings.CELERY_BEAT_SCHEDULE["deployments"]
     assert entry["task"] == reconcile.REPLICAS_ALL_TASK
     assert 0 < entry["schedule"] <= 10
+
+
+# --- MultiKueue ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_through_multikueue_each_pod_is_dispatched_on_its_own(
+    hub: Cluster, t0: datetime, enabled: None,  # noqa: F811
+) -> None:
+    from multicluster.choices import ClusterRole
+    from scheduling import services
+
+    everything = Everything()
+    Job.objects.all().delete()
+    manifest = sample()
+    manifest["metadata"]["labels"][QUEUE] = "multikueue-queue"
+    manifest["spec"]["replicas"] = 2
+    deployment = services.submit_job(manifest, namespace="research", cluster=hub)
+    deployments.sync_deployment(deployment.pk, now=t0)
+
+    everything.step(t0)
+    everything.step(at(t0, 3))
+    everything.step(at(t0, 6))
+
+    hub_pods = pod_jobs(deployment)
+    assert len(hub_pods) == 2
+    for job in hub_pods:
+        (wl,) = Workload.objects.filter(job=job)
+        worker = Cluster.objects.get(name=wl.cluster_name)
+        assert worker.role == ClusterRole.WORKER
+        remote = Job.objects.get(cluster=worker, kind="Pod", name=job.name)
+        assert ClusterPod.objects.filter(job=remote, phase="Running").count() == 1
+        job.refresh_from_db()
+        assert job.status["phase"] == "Running"
+        assert pods.is_gated(job.manifest)  # the hub's pod stays gated
+    assert not ClusterPod.objects.filter(cluster=hub).exists()
