@@ -40,8 +40,10 @@ LIFECYCLE_TASK = "scheduling.tasks.lifecycle_task"
 # A pass of a cluster's reconciler, whatever its connection (simulated or Kubernetes).
 CLUSTER_SYNC_TASK = "multicluster.tasks.sync_cluster_task"
 DISPATCH_TASK = "multicluster.tasks.dispatch_task"
+# The ReplicaSet controller of one Deployment (a kind that keeps replicas): its Pods.
+REPLICAS_TASK = "scheduling.tasks.replicas_task"
 COALESCED_TASKS = frozenset(
-    {ADMISSION_TASK, LIFECYCLE_TASK, CLUSTER_SYNC_TASK, DISPATCH_TASK})
+    {ADMISSION_TASK, LIFECYCLE_TASK, CLUSTER_SYNC_TASK, DISPATCH_TASK, REPLICAS_TASK})
 # Beat's periodic tasks: each asks for a pass of every target, so nothing waits for a
 # missed request.
 ADMISSION_ALL_TASK = "scheduling.tasks.schedule_admission_all_task"
@@ -53,6 +55,8 @@ SAMPLE_USAGE_TASK = "scheduling.tasks.sample_usage_task"
 DEMO_TRAFFIC_TASK = "scheduling.tasks.demo_traffic_task"
 # The CronJob controller: the Jobs every due schedule creates.
 CRONJOB_ALL_TASK = "scheduling.tasks.cronjobs_task"
+# The ReplicaSet controller of every Deployment: the Pods each keeps.
+REPLICAS_ALL_TASK = "scheduling.tasks.replicas_all_task"
 # Connect to a Kubernetes cluster now, outside its reconciler's probe interval.
 PROBE_KUBE_CLUSTER_TASK = "multicluster.tasks.probe_kube_cluster_task"
 

@@ -201,6 +201,9 @@ CLUSTER_SYNC_INTERVAL_SECONDS = env_int("KUEUEWEB_CLUSTER_SYNC_INTERVAL_SECONDS"
 USAGE_SAMPLE_INTERVAL_SECONDS = env_int("KUEUEWEB_USAGE_SAMPLE_INTERVAL_SECONDS", 60)
 # Schedules are in minutes: a pass this often runs each due time at most this late.
 CRONJOB_INTERVAL_SECONDS = env_int("KUEUEWEB_CRONJOB_INTERVAL_SECONDS", 10)
+# The Deployments' ReplicaSet controller: a change of a Deployment asks for its pass at once;
+# this pass replaces the Pods Kueue stopped and deleted.
+REPLICAS_INTERVAL_SECONDS = env_int("KUEUEWEB_REPLICAS_INTERVAL_SECONDS", 5)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "admission-all-domains": {
         "task": reconcile.ADMISSION_ALL_TASK,
@@ -223,6 +226,10 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "cronjobs": {
         "task": reconcile.CRONJOB_ALL_TASK,
         "schedule": CRONJOB_INTERVAL_SECONDS,
+    },
+    "deployments": {
+        "task": reconcile.REPLICAS_ALL_TASK,
+        "schedule": REPLICAS_INTERVAL_SECONDS,
     },
 }
 

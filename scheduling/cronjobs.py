@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, QuerySet
 
@@ -38,17 +37,11 @@ def _cronjobs() -> QuerySet[Job]:
 
 def _owned_jobs(cronjob: Job) -> list[Job]:
     """The Jobs the CronJob owns: named after it, with its uid as their controller."""
-    candidates = Job.objects.filter(
-        cluster=cronjob.cluster, namespace=cronjob.namespace,
-        api_version=_JOB.api_version, kind=_JOB.kind, name__startswith=f"{cronjob.name}-")
-    return [job for job in candidates if _owner_uid(job) == str(cronjob.uid)]
+    return services.owned_jobs(cronjob, KIND, _JOB)
 
 
 def _owner_uid(job: Job) -> str | None:
-    for ref in (job.manifest.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("kind") == KIND.kind and ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
+    return KIND.controller_uid(job.manifest)
 
 
 def _child(job: Job) -> ChildJob:
@@ -109,18 +102,10 @@ def _create(cronjob: Job, manifest: dict[str, object], now: datetime,
     """Submit the Job as any Job is submitted; a refusal (its queue deleted since, a grant
     changed) is the CronJob's ``FailedCreate`` warning, and the schedule time counts as run,
     as Kubernetes records a time it could not create a Job for."""
-    try:
-        with transaction.atomic():
-            job = services.submit_job(manifest, namespace=cronjob.namespace,
-                                      cluster=cronjob.cluster)
-    except (ValidationError, services.ConflictError) as error:
-        if isinstance(error, ValidationError) and hasattr(error, "error_dict"):
-            detail = "; ".join(f"{path}: {' '.join(messages)}"
-                               for path, messages in error.message_dict.items())
-        else:
-            detail = "; ".join(error.messages) if isinstance(error, ValidationError) else str(error)
+    job, refusal = services.submit_for(cronjob, manifest)
+    if job is None:
         events.append(_event(cronjob, EventType.WARNING, "FailedCreate",
-                             f"Error creating job: {detail}", now))
+                             f"Error creating job: {refusal}", now))
         return None
     events.append(_event(cronjob, EventType.NORMAL, "SuccessfulCreate",
                          f"Created job {job.name}", now))

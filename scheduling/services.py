@@ -196,11 +196,14 @@ def submit_job(
                       name=_job_name(metadata, Job.objects.filter(
                           cluster=domain, namespace=namespace, api_group=integration.group,
                           kind=integration.kind), resource))
-            queued = isinstance(integration, jobframework.GenericJob)
-            job.manifest = jobframework.default_manifest(
+            # The defaulted queue and priority class go on the object when its own labels
+            # name them (a CronJob's are its Jobs', defaulted as each is submitted); the
+            # kind's defaults run again so that they see them (a Deployment copies them to
+            # its pod template).
+            job.manifest = integration.default(jobframework.default_manifest(
                 manifest, name=job.name, namespace=namespace, uid=str(job.uid),
-                default_labels=default_labels if queued else None,
-            )
+                default_labels=None if labels_at else default_labels,
+            ))
             group = (integration.group_name(job.manifest)
                      if isinstance(integration, jobframework.JobGroup) else None)
             if isinstance(integration, jobframework.JobGroup) and group:
@@ -215,6 +218,8 @@ def submit_job(
                 # Never run on a cluster, so its row stays suspended (what the backends
                 # read); its own spec.suspend is the manifest's.
                 job.save()
+                if integration.keeps_replicas:
+                    reconcile.request(reconcile.REPLICAS_TASK, job.pk)
     except IntegrityError as exc:
         # A concurrent submission took the name between the check and the insert.
         name = metadata.get("name") or metadata.get("generateName")
@@ -380,6 +385,33 @@ def _join_group(integration: jobframework.JobGroup, job: Job, priority: tuple[st
     admission.request_admission(job.cluster.pk)
 
 
+def owned_jobs(owner: Job, owner_kind: jobframework.JobKind,
+               child_kind: jobframework.JobKind) -> list[Job]:
+    """The jobs of ``child_kind`` that ``owner`` controls, oldest first: named after it, as
+    its controller names them, with its uid as their controller."""
+    candidates = Job.objects.filter(
+        cluster=owner.cluster, namespace=owner.namespace, api_version=child_kind.api_version,
+        kind=child_kind.kind, name__startswith=f"{owner.name}-").order_by("created_at", "pk")
+    return [job for job in candidates if owner_kind.controller_uid(job.manifest) == str(owner.uid)]
+
+
+def submit_for(owner: Job, manifest: Mapping[str, Any]) -> tuple[Job | None, str]:
+    """Submit a job a controller creates for ``owner`` (a CronJob's Job, a Deployment's Pod)
+    in its namespace and cluster, as any job is submitted, in a savepoint: the job, or None
+    and the refusal in one line, each field with its messages (the controller's
+    ``FailedCreate`` event)."""
+    try:
+        with transaction.atomic():
+            return submit_job(manifest, namespace=owner.namespace, cluster=owner.cluster), ""
+    except ValidationError as error:
+        if hasattr(error, "error_dict"):
+            return None, "; ".join(f"{path}: {' '.join(messages)}"
+                                   for path, messages in error.message_dict.items())
+        return None, "; ".join(error.messages)
+    except ConflictError as error:
+        return None, str(error)
+
+
 def find_job(jobs: QuerySet[Job], name: str, *, kind: str | None = None) -> Job | None:
     """The job called ``name`` among ``jobs`` (one namespace), of ``kind`` when given:
     ``Kind`` (case-insensitive, as kubectl reads it) or ``Kind.group``. None when there is
@@ -403,13 +435,34 @@ def find_job(jobs: QuerySet[Job], name: str, *, kind: str | None = None) -> Job 
 
 
 def delete_job(job: Job) -> None:
-    """Delete a Job and its workloads; the quota they held is free once they are gone
-    (usage is derived from admitted workloads, never stored)."""
+    """Delete a Job and its workloads, and the jobs it controls (a Deployment's Pods, a
+    CronJob's Jobs) with theirs, as Kubernetes' garbage collector deletes an owner's
+    dependents; the quota they held is free once they are gone (usage is derived from
+    admitted workloads, never stored)."""
     with transaction.atomic():
-        freed = _reserving_queue_ids(Workload.objects.filter(job=job))
-        Workload.objects.filter(job=job).delete()
-        job.delete()
+        doomed = _with_dependents(job)
+        freed = _reserving_queue_ids(Workload.objects.filter(job__in=doomed))
+        Workload.objects.filter(job__in=doomed).delete()
+        Job.objects.filter(pk__in=[j.pk for j in doomed]).delete()
         _after_removal(job.cluster_id, freed)  # type: ignore[arg-type]
+
+
+def _with_dependents(job: Job) -> list[Job]:
+    """The job and, transitively, the jobs of its namespace whose controller it is."""
+    found, frontier = [job], [job]
+    while frontier:
+        uids = {str(owner.uid) for owner in frontier}
+        frontier = [
+            candidate for candidate in Job.objects.filter(
+                cluster=job.cluster, namespace=job.namespace,
+                manifest__metadata__ownerReferences__isnull=False)
+            if any(isinstance(ref, Mapping) and ref.get("controller")
+                   and str(ref.get("uid")) in uids
+                   for ref in (candidate.manifest.get("metadata") or {}).get(
+                       "ownerReferences") or ())
+            and candidate not in found]
+        found.extend(frontier)
+    return found
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from kueueweb import reconcile
-from scheduling import cronjobs
+from scheduling import cronjobs, deployments
 from scheduling.scheduler import admission
 from scheduling.workload import lifecycle
 
@@ -60,3 +60,16 @@ def cronjobs_task() -> None:
     """Periodic: every CronJob creates the Job of a schedule time that came, and prunes its
     history (``scheduling.cronjobs``)."""
     cronjobs.sync_all(now=timezone.now())
+
+
+@shared_task(name=reconcile.REPLICAS_TASK)
+def replicas_task(deployment_id: int) -> None:
+    """A Deployment's ReplicaSet controller: its Pods to ``replicas``
+    (``scheduling.deployments``)."""
+    deployments.sync_deployment(deployment_id, now=timezone.now())
+
+
+@shared_task(name=reconcile.REPLICAS_ALL_TASK)
+def replicas_all_task() -> None:
+    """Periodic: every Deployment's pass, which replaces the Pods Kueue stopped."""
+    deployments.sync_all(now=timezone.now())

@@ -46,7 +46,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("scheduling.queue", "scheduling.scheduler", "scheduling.workload", "scheduling.metrics"),
     # what the API, the pages, the commands and the periodic tasks call
     ("scheduling.services", "scheduling.job_reconciler", "scheduling.grants",
-     "scheduling.manifests", "scheduling.tasks", "scheduling.demo", "scheduling.cronjobs"),
+     "scheduling.manifests", "scheduling.tasks", "scheduling.demo", "scheduling.cronjobs",
+     "scheduling.deployments"),
     ("scheduling.api", "scheduling.web", "scheduling.admin", "scheduling.filters",
      "scheduling.management"),
 )

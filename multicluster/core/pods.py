@@ -50,15 +50,21 @@ def sleep_seconds(containers: Sequence[Mapping[str, Any]]) -> float | None:
 
 def run_seconds(
     template: Mapping[str, Any], job_annotations: Mapping[str, Any] | None, *, default: float
-) -> float:
+) -> float | None:
     """Seconds a pod of ``template`` runs once started: the run-seconds annotation of the
-    pod template, then of the job, then a ``sleep`` in its containers, else ``default``."""
+    pod template, then of the job; a pod whose spec says ``restartPolicy: Always`` (a
+    Deployment's, a serving pod's) runs until it is deleted (None), since its containers
+    are restarted whenever they exit; else a ``sleep`` in its containers, else
+    ``default``. A spec without a restartPolicy keeps the batch guess: the pod templates of
+    batch kinds leave it to their controllers."""
     metadata = template.get("metadata") if isinstance(template, Mapping) else None
     for source in ((metadata or {}).get("annotations"), job_annotations):
         seconds = _annotation_seconds(source)
         if seconds is not None:
             return seconds
     spec = template.get("spec") if isinstance(template, Mapping) else None
+    if isinstance(spec, Mapping) and spec.get("restartPolicy") == "Always":
+        return None
     containers = (spec or {}).get("containers") if isinstance(spec, Mapping) else None
     if isinstance(containers, Sequence):
         slept = sleep_seconds(containers)

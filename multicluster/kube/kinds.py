@@ -23,9 +23,10 @@ def resource(integration: GenericJob) -> tuple[str, str, str]:
 
 
 def enabled_job_kinds() -> dict[str, GenericJob]:
-    """The enabled job kinds, by the name of their watch (``jobs.batch``)."""
+    """The enabled job kinds (the implicitly enabled too: a Deployment's Pods), by the
+    name of their watch (``jobs.batch``)."""
     config: Mapping[str, Any] = settings.KUEUEWEB
-    enabled = registry.enabled_names(config)
+    enabled = registry.running_names(config)
     return {watch_kind(i).name: i for i in registry.registered() if i.framework_name in enabled}
 
 

@@ -448,7 +448,8 @@ def _bind(pods: Iterable[Pod], bindings: Mapping[str, str], sim: SimulationSetti
         pod.node_name = node_name
         pod.scheduled_at = now
         pod.ready_at = now + sim.scaled(sim.start_delay_seconds)
-        pod.finish_at = pod.ready_at + sim.scaled(run)
+        # A pod that runs until deleted (a serving pod) has no end.
+        pod.finish_at = None if run is None else pod.ready_at + sim.scaled(run)
         placed.append(pod)
         room = free[node_name]
         for resource, quantity in (pod.requests or {}).items():

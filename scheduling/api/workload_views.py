@@ -37,7 +37,7 @@ from kueueweb.api import ConflictError as Conflict
 from kueueweb.api import PayloadTooLarge, URLArgumentsMixin
 from kueueweb.roles import Role
 from multicluster.models import Cluster
-from scheduling import jobframework, services
+from scheduling import deployments, jobframework, services
 from scheduling.api.workload_filters import JobFilter, WorkloadFilter
 from scheduling.api.workload_serializers import (
     JobPatchSerializer,
@@ -448,6 +448,12 @@ class JobViewSet(_DomainViewSet):
         if not isinstance(merged, Mapping):  # pragma: no cover - _body made it an object
             raise ValidationError({"body": ["must be an object"]})
         _check_resource_version(job, patch)
+        if deployments.manages(job):
+            if merged.get("status") != current.get("status"):
+                raise ValidationError({"status": [_immutable_message("status", None, [])]})
+            job = deployments.update_deployment(job, _stored_manifest(merged),
+                                                user=request.user)
+            return Response(self.get_serializer(job).data)
         scalable = slices.scalable_pod_sets(job)
         errors = _job_patch_errors(current, _with_counts_of(merged, current, scalable),
                                    scalable)
@@ -475,6 +481,15 @@ class JobViewSet(_DomainViewSet):
     )
     def scale(self, request: Request, namespace: str, name: str) -> Response:
         job = self.get_object()
+        if deployments.manages(job):
+            body = _body(request.data)
+            unknown = sorted(set(body) - {"replicas"}, key=str)
+            if unknown or "replicas" not in body:
+                raise ValidationError({str(k): ['unknown field: the body is {"replicas": N}']
+                                       for k in unknown} or {"replicas": [
+                                           'required: the body is {"replicas": N}']})
+            job = deployments.scale_deployment(job, body["replicas"], user=request.user)
+            return Response(self.get_serializer(job).data)
         if slices.queued_kind(job) is None:
             raise ValidationError({"kind": [slices.REFUSED_NO_WORKLOAD.message]})
         job = self._scale(job, _scale_body_counts(job, _body(request.data)))
@@ -495,13 +510,24 @@ _JOB_READ_ONLY_METADATA = ("uid", "resourceVersion", "creationTimestamp", "clust
                            "name", "namespace")
 
 
+def _stored_manifest(merged: Mapping[str, Any]) -> dict[str, Any]:
+    """A patched object as stored: without its status and the fields the API adds."""
+    manifest = {k: v for k, v in merged.items() if k != "status"}
+    metadata = merged.get("metadata")
+    if isinstance(metadata, Mapping):
+        manifest["metadata"] = {k: v for k, v in metadata.items() if k not in (
+            "resourceVersion", "creationTimestamp", "cluster")}
+    return manifest
+
+
 def _check_resource_version(job: Job, patch: Mapping[str, Any]) -> None:
     """Optimistic concurrency: a patch naming a resourceVersion applies to that version only."""
     metadata = patch.get("metadata")
     if not isinstance(metadata, Mapping) or metadata.get("resourceVersion") is None:
         return
     if str(metadata["resourceVersion"]) != str(job.resource_version):
-        integration = registry.integration_for(job)
+        integration = registry.by_kind(job.api_version, job.kind)
+        assert integration is not None, "a stored job is of a registered kind"
         raise Conflict(f"Operation cannot be fulfilled on {integration.plural}."
                        f'{integration.group} "{job.name}": the object '
                        "has been modified; please apply your changes to the latest version "

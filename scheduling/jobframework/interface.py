@@ -157,6 +157,39 @@ class JobKind(ABC):
         wrong with them, in which case nothing changes. Default: nothing to read."""
         return []
 
+    implicitly_enables: tuple[str, ...] = ()
+    """Frameworks enabled with this one for the objects it creates (Kueue's
+    ``ImplicitlyEnabledFrameworkNames``: a Deployment's Pods), which take only such objects
+    unless they are enabled themselves (``accepts_implicitly``)."""
+
+    keeps_replicas: bool = False
+    """Its objects keep a number of Pods, each queued on its own (a Deployment): kueueweb
+    plays their ReplicaSet controller (``scheduling.deployments``), asked for at once when
+    an object is created or changed, besides its periodic pass."""
+
+    def accepts_implicitly(self, manifest: Mapping[str, Any]) -> bool:
+        """Whether the kind, enabled only implicitly by another framework, takes this object:
+        one created for that framework's object. Default: no."""
+        return False
+
+    def controller_reference(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``ownerReference`` an object of this kind puts on what it creates (a
+        CronJob's Jobs, a Deployment's Pods): it is their controller."""
+        metadata = manifest.get("metadata") or {}
+        return {"apiVersion": self.api_version, "kind": self.kind,
+                "name": metadata.get("name"), "uid": metadata.get("uid"),
+                "controller": True, "blockOwnerDeletion": True}
+
+    def controller_uid(self, child: Mapping[str, Any]) -> str | None:
+        """The uid of the object of this kind that controls ``child``, if one does."""
+        metadata = child.get("metadata")
+        refs = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
+        for ref in refs or ():
+            if isinstance(ref, Mapping) and ref.get("kind") == self.kind and ref.get(
+                    "controller"):
+                return str(ref.get("uid"))
+        return None
+
     @property
     def enabled_with(self) -> str:
         """The framework name that enables the kind: its own; a kind that makes no Workload

@@ -100,10 +100,27 @@ def external_names(config: Mapping[str, Any]) -> list[str]:
     return list(config.get("MULTIKUEUE_EXTERNAL_FRAMEWORKS") or ())
 
 
+def implicitly_enabled(config: Mapping[str, Any]) -> list[str]:
+    """The frameworks the enabled ones enable for their objects (a Deployment's ``pod``)
+    that are not enabled themselves."""
+    names = enabled_names(config)
+    implied = {name for i in _loaded().values() if i.enabled_with in names
+               for name in i.implicitly_enables}
+    return sorted(implied - set(names))
+
+
+def running_names(config: Mapping[str, Any]) -> list[str]:
+    """The frameworks whose objects kueueweb runs: the enabled and the implicitly enabled."""
+    return [*enabled_names(config), *implicitly_enabled(config)]
+
+
 def check_frameworks(names: Iterable[Any]) -> list[str]:
     """What is wrong with a list of enabled framework names (empty when it is right)."""
     problems = []
-    known = sorted(i.framework_name for i in registered())
+    # A kind that makes no Workload is a framework of its own when it is enabled by its own
+    # name (a Deployment), not by its children's (a CronJob).
+    known = sorted(i.framework_name for i in _loaded().values()
+                   if i.enabled_with == i.framework_name)
     for name in names:
         if not isinstance(name, str) or name not in known:
             problems.append(f"unknown job framework {name!r} (known: {', '.join(known)})")
@@ -116,7 +133,10 @@ def enabled_for(
     """The enabled kind of a submitted object, or the error naming its ``kind``."""
     api_version, kind = manifest.get("apiVersion"), manifest.get("kind")
     integration = by_kind(str(api_version), str(kind))
-    if integration is not None and integration.enabled_with in enabled_names(config):
+    if integration is not None and (
+            integration.enabled_with in enabled_names(config)
+            or (integration.enabled_with in implicitly_enabled(config)
+                and integration.accepts_implicitly(manifest))):
         return integration, []
     enabled = [i for i in _loaded().values() if i.enabled_with in enabled_names(config)]
     accepted = ", ".join(f"{i.api_version} {i.kind}" for i in enabled) or "none"

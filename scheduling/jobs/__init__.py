@@ -6,6 +6,7 @@ from __future__ import annotations
 from scheduling.jobframework.registry import register
 from scheduling.jobs.appwrapper import AppWrapper
 from scheduling.jobs.cronjob import CronJob
+from scheduling.jobs.deployment import Deployment
 from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
 from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob
@@ -33,3 +34,4 @@ register(RayService())
 register(TrainJob())
 register(CronJob())
 register(Pod())
+register(Deployment())

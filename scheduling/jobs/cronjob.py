@@ -197,11 +197,7 @@ class CronJob(JobKind):
                 "namespace": metadata.get("namespace"),
                 "labels": dict(template_metadata.get("labels") or {}),
                 "annotations": annotations,
-                "ownerReferences": [{
-                    "apiVersion": self.api_version, "kind": self.kind,
-                    "name": metadata.get("name"), "uid": metadata.get("uid"),
-                    "controller": True, "blockOwnerDeletion": True,
-                }],
+                "ownerReferences": [self.controller_reference(manifest)],
             },
             "spec": copy.deepcopy(dict(template.get("spec") or {})),
         }

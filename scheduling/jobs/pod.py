@@ -62,6 +62,9 @@ IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
 SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
 RETRIABLE_IN_GROUP_ANNOTATION = "kueue.x-k8s.io/retriable-in-group"
+# Set on the pod template by the webhook of a kind whose pods Kueue queues one by one (a
+# Deployment), naming that kind's framework.
+SUSPENDING_PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"
 # The pod condition Kueue sets on a pod it stops, before deleting it.
 TERMINATION_TARGET = "TerminationTarget"
 TERMINATION_REASON = "StoppedByKueue"
@@ -246,17 +249,27 @@ class Pod(GenericJob, JobGroup):
         errors.extend(validate_group_metadata(labels, annotations))
         return errors
 
+    def accepts_implicitly(self, manifest: Mapping[str, Any]) -> bool:
+        """Enabled only through a parent's framework (a Deployment's), Kueue takes the pods
+        that parent suspends, the ones carrying its annotation."""
+        metadata = manifest.get("metadata")
+        annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+        return isinstance(annotations, Mapping) and bool(
+            annotations.get(SUSPENDING_PARENT_ANNOTATION))
+
     def default(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """Kueue's pod webhook ``Default`` for a queued pod: the managed label and
-        finaliser, the admission gate, and the role hash (a given one wins)."""
+        finaliser, the admission gate, and the role hash (a given one wins). A pod its
+        parent suspends (``pod-suspending-parent``) gets no finaliser from the webhook."""
         result = copy.deepcopy(dict(manifest))
         metadata = result.setdefault("metadata", {})
         metadata["labels"] = {**(metadata.get("labels") or {}),
                               MANAGED_LABEL: MANAGED_LABEL_VALUE}
         finalizers = list(metadata.get("finalizers") or [])
-        if FINALIZER not in finalizers:
+        if FINALIZER not in finalizers and not self.accepts_implicitly(result):
             finalizers.append(FINALIZER)
-        metadata["finalizers"] = finalizers
+        if finalizers:
+            metadata["finalizers"] = finalizers
         spec = result.setdefault("spec", {})
         if not is_gated(result):
             spec["schedulingGates"] = [*(spec.get("schedulingGates") or []),

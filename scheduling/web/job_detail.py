@@ -26,8 +26,9 @@ from django.views.decorators.http import require_GET, require_POST
 from kueueweb.roles import can_operate_in
 from multicluster.choices import PodPhase
 from multicluster.models import Pod
-from scheduling import jobframework, services
+from scheduling import deployments, jobframework, services
 from scheduling.jobframework import registry
+from scheduling.jobs import deployment as deployment_kind
 from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
 from scheduling.web.forms import field_errors
@@ -93,10 +94,23 @@ def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
             "gated": gated,
             "conditions": conditions,
         },
+        "serving": _serving(job),
         "current": current,
         "current_admitted": slices.admitted_count(current) if current is not None else None,
         "current_pods": slices.pod_count(current) if current is not None else None,
     }
+
+
+def _serving(job: Job) -> dict[str, Any] | None:
+    """A Deployment serves until deleted: its replicas as desired and ready, and its
+    Pods, each a job with its own workload."""
+    if not deployments.manages(job):
+        return None
+    status = job.status or {}
+    return {"desired": deployment_kind.replicas(job.manifest),
+            "ready": status.get("readyReplicas", 0), "replicas": status.get("replicas", 0),
+            "updated": status.get("updatedReplicas", 0),
+            "pods": [p.name for p in deployments.owned_pods(job)]}
 
 
 def _region_controls(job: Job, workloads: list[Workload], request: HttpRequest, *,
