@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -69,9 +69,11 @@ def _child(job: Job) -> ChildPod:
         terminated=pods.is_terminated(status))
 
 
-def _event(deployment: Job, type_: str, reason: str, message: str, now: datetime) -> Event:
-    return Event(cluster=deployment.cluster, object_kind=KIND.kind,
-                 object_namespace=deployment.namespace, object_name=deployment.name,
+def owner_event(owner: Job, type_: str, reason: str, message: str, now: datetime) -> Event:
+    """An event on the object whose Pods a controller keeps (a Deployment, a
+    LeaderWorkerSet)."""
+    return Event(cluster=owner.cluster, object_kind=owner.kind,
+                 object_namespace=owner.namespace, object_name=owner.name,
                  type=type_, reason=reason, message=message, created_at=now)
 
 
@@ -88,8 +90,8 @@ def sync_deployment(deployment_id: int, *, now: datetime) -> None:
         events: list[Event] = []
         for name, _reason in plan.delete:
             services.delete_job(children[name])
-            events.append(_event(deployment, EventType.NORMAL, "SuccessfulDelete",
-                                 f"Deleted pod: {name}", now))
+            events.append(owner_event(deployment, EventType.NORMAL, "SuccessfulDelete",
+                                      f"Deleted pod: {name}", now))
         missing = sum(not _create(deployment, now, events) for _ in range(plan.create))
         new_status = dict(plan.status)
         if missing:
@@ -103,16 +105,22 @@ def sync_deployment(deployment_id: int, *, now: datetime) -> None:
 
 
 def _create(deployment: Job, now: datetime, events: list[Event]) -> bool:
-    """Submit a Pod of the current template as any Pod is submitted; a refusal (its queue
-    deleted since, a grant changed) is the Deployment's ``FailedCreate`` warning, and the
-    next pass tries again."""
-    pod, refusal = services.submit_for(deployment, KIND.pod_for(deployment.manifest))
+    """Submit a Pod of the current template (``create_pod``)."""
+    return create_pod(deployment, KIND.pod_for(deployment.manifest), now, events)
+
+
+def create_pod(owner: Job, manifest: Mapping[str, Any], now: datetime,
+               events: list[Event]) -> bool:
+    """Submit a Pod its ``owner`` makes as any Pod is submitted; a refusal (its queue
+    deleted since, a grant changed) is the owner's ``FailedCreate`` warning, and the next
+    pass tries again."""
+    pod, refusal = services.submit_for(owner, manifest)
     if pod is None:
-        events.append(_event(deployment, EventType.WARNING, "FailedCreate",
-                             f"Error creating: {refusal}", now))
+        events.append(owner_event(owner, EventType.WARNING, "FailedCreate",
+                                  f"Error creating: {refusal}", now))
         return False
-    events.append(_event(deployment, EventType.NORMAL, "SuccessfulCreate",
-                         f"Created pod: {pod.name}", now))
+    events.append(owner_event(owner, EventType.NORMAL, "SuccessfulCreate",
+                              f"Created pod: {pod.name}", now))
     return True
 
 
@@ -125,14 +133,29 @@ def sync_all(*, now: datetime) -> None:
             logger.exception("Deployment %s: the pass failed", deployment_id)
 
 
+class ReplicatedKind(Protocol):
+    """A kind whose objects keep replicas and take updates (a Deployment, a
+    LeaderWorkerSet): what ``update_deployment`` asks of it."""
+
+    def default(self, manifest: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def validate_on_update(
+        self, old: Mapping[str, Any], new: Mapping[str, Any], *, ready_replicas: int,
+        namespace: str, slices_enabled: bool,
+    ) -> list[FieldError]: ...
+
+    def pod_templates(self, manifest: Mapping[str, Any]) -> list[tuple[Any, str]]: ...
+
+
 def update_deployment(
     deployment: Job, manifest: Mapping[str, Any], *,
-    user: AbstractBaseUser | AnonymousUser | None = None,
+    user: AbstractBaseUser | AnonymousUser | None = None, kind: ReplicatedKind = KIND,
 ) -> Job:
     """Replace a Deployment's object (a merge patch applied, a scale of ``spec.replicas``)
     as the API server and Kueue's webhook take an update: defaulted, validated against the
     old object and its ready replicas, checked against the user's grant; the generation
-    moves with the spec, and a pass of its ReplicaSet controller follows the commit.
+    moves with the spec, and a pass of its ReplicaSet controller follows the commit. An
+    object of another ``kind`` that keeps replicas is updated the same way.
 
     Raises ValidationError (by field path) or PermissionDenied."""
     if user is not None and not can_operate_in(user, deployment.namespace):
@@ -142,16 +165,16 @@ def update_deployment(
     old_metadata, new_metadata = old.get("metadata") or {}, manifest.get("metadata") or {}
     errors = [FieldError(f"metadata.{key}", "field is immutable") for key in _FIXED_METADATA
               if key in new_metadata and new_metadata.get(key) != old_metadata.get(key)]
-    new = KIND.default({**manifest, "metadata": {**new_metadata, **{
+    new = kind.default({**manifest, "metadata": {**new_metadata, **{
         key: old_metadata[key] for key in _FIXED_METADATA if key in old_metadata}}})
     options: dict[str, Any] = settings.KUEUEWEB
-    errors += KIND.validate_on_update(
+    errors += kind.validate_on_update(
         old, new, ready_replicas=int((deployment.status or {}).get("readyReplicas") or 0),
         namespace=deployment.namespace,
         slices_enabled=bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
     if not errors:
         errors = grants.pod_template_errors(submission_grant(user, deployment.namespace),
-                                            KIND.pod_templates(new))
+                                            kind.pod_templates(new))
     if errors:
         raise services.invalid(errors)
     if new.get("spec") != old.get("spec"):

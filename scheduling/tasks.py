@@ -6,7 +6,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from kueueweb import reconcile
-from scheduling import cronjobs, deployments
+from scheduling import cronjobs, deployments, leaderworkersets
 from scheduling.scheduler import admission
 from scheduling.workload import lifecycle
 
@@ -65,11 +65,15 @@ def cronjobs_task() -> None:
 @shared_task(name=reconcile.REPLICAS_TASK)
 def replicas_task(deployment_id: int) -> None:
     """A Deployment's ReplicaSet controller: its Pods to ``replicas``
-    (``scheduling.deployments``)."""
+    (``scheduling.deployments``); a LeaderWorkerSet's groups (``scheduling.leaderworkersets``).
+    Each pass leaves a job of the other kind alone."""
     deployments.sync_deployment(deployment_id, now=timezone.now())
+    leaderworkersets.sync_leaderworkerset(deployment_id, now=timezone.now())
 
 
 @shared_task(name=reconcile.REPLICAS_ALL_TASK)
 def replicas_all_task() -> None:
-    """Periodic: every Deployment's pass, which replaces the Pods Kueue stopped."""
+    """Periodic: every Deployment's and LeaderWorkerSet's pass, which replaces the Pods
+    Kueue stopped."""
     deployments.sync_all(now=timezone.now())
+    leaderworkersets.sync_all(now=timezone.now())

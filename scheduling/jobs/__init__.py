@@ -10,6 +10,7 @@ from scheduling.jobs.deployment import Deployment
 from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
 from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob
+from scheduling.jobs.leaderworkerset import LeaderWorkerSet
 from scheduling.jobs.mpijob import MPIJob
 from scheduling.jobs.pod import Pod
 from scheduling.jobs.raycluster import RayCluster
@@ -35,3 +36,4 @@ register(TrainJob())
 register(CronJob())
 register(Pod())
 register(Deployment())
+register(LeaderWorkerSet())

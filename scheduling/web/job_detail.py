@@ -26,9 +26,10 @@ from django.views.decorators.http import require_GET, require_POST
 from kueueweb.roles import can_operate_in
 from multicluster.choices import PodPhase
 from multicluster.models import Pod
-from scheduling import deployments, jobframework, services
+from scheduling import deployments, jobframework, leaderworkersets, services
 from scheduling.jobframework import registry
 from scheduling.jobs import deployment as deployment_kind
+from scheduling.jobs import leaderworkerset as lws_kind
 from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
 from scheduling.web.forms import field_errors
@@ -102,15 +103,23 @@ def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
 
 
 def _serving(job: Job) -> dict[str, Any] | None:
-    """A Deployment serves until deleted: its replicas as desired and ready, and its
-    Pods, each a job with its own workload."""
-    if not deployments.manages(job):
+    """A Deployment or a LeaderWorkerSet serves until deleted: its replicas (Pods; groups
+    of Pods) as desired and ready, and its Pods, each a job; a Deployment's each with its
+    own workload, a LeaderWorkerSet's with their group's."""
+    if deployments.manages(job):
+        desired, children = deployment_kind.replicas(job.manifest), deployments.owned_pods(job)
+        note = "each Pod is queued on its own"
+    elif leaderworkersets.manages(job):
+        desired, children = lws_kind.replicas(job.manifest), leaderworkersets.owned_pods(job)
+        note = (f"groups of {lws_kind.size(job.manifest)} Pods, each group queued as one "
+                "Workload")
+    else:
         return None
     status = job.status or {}
-    return {"desired": deployment_kind.replicas(job.manifest),
+    return {"desired": desired,
             "ready": status.get("readyReplicas", 0), "replicas": status.get("replicas", 0),
-            "updated": status.get("updatedReplicas", 0),
-            "pods": [p.name for p in deployments.owned_pods(job)]}
+            "updated": status.get("updatedReplicas", 0), "note": note,
+            "pods": [p.name for p in children]}
 
 
 def _region_controls(job: Job, workloads: list[Workload], request: HttpRequest, *,
