@@ -472,3 +472,29 @@ def test_the_job_page_shows_a_serving_leaderworkerset_with_ready_of_desired_repl
     assert "groups of 3 Pods, each group queued as one Workload" in body
     for child in leaderworkersets.owned_pods(job):
         assert f"/jobs/Pod/{child.name}/" in body
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("one_group")
+def test_a_queue_moved_before_any_group_is_ready_moves_the_waiting_groups_workloads(
+    admin_client_api: APIClient, enabled: None, manager: Cluster, t0: datetime,
+    make_queue: Callable[..., ClusterQueue],
+) -> None:
+    from scheduling import tasks
+
+    other = make_queue("other-cq", {"cpu": "1"}, namespace="default")
+    LocalQueue.objects.create(cluster=manager, namespace="default", name="other-queue",
+                              cluster_queue=other)
+    job = submit_sample(admin_client_api)
+    tasks.replicas_task(job.pk)  # the task the submission asks for
+    assert [wl.queue_name for wl in groups(job).values()] == ["user-queue"] * 2
+
+    response = admin_client_api.patch(f"{URL}{NAME}/?kind=LeaderWorkerSet",
+                                      {"metadata": {"labels": {QUEUE: "other-queue"}}},
+                                      format="json")
+    assert response.status_code == 200, response.json()
+    tasks.replicas_all_task()
+
+    assert [wl.queue_name for wl in groups(job).values()] == ["other-queue"] * 2
+    assert {wl.local_queue.name for wl in groups(job).values() if wl.local_queue} == {
+        "other-queue"}
