@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from django.contrib.auth.models import User
+from django.urls import reverse
 
 from multicluster.models import Cluster
 from multicluster.models import Pod as ClusterPod
@@ -21,6 +23,7 @@ from scheduling.choices import EventType, QueueState, WorkloadPhase
 from scheduling.jobs import pod as pods
 from scheduling.models import ClusterQueue, Event, Job, LocalQueue, Workload
 from scheduling.workload import conditions as cond
+from tests.fixtures.accounts import ui_client_for
 from tests.fixtures.scheduling import Reconcilers
 
 pytestmark = pytest.mark.django_db
@@ -270,3 +273,91 @@ def test_an_evicted_group_deletes_its_members_and_waits_for_their_replacements(
     wl.refresh_from_db()
     assert wl.phase == WorkloadPhase.FINISHED
     assert cond.find(wl.conditions, "Finished")["message"] == "Pods succeeded: 2/2."
+
+
+# --- Deleting a member -----------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("enabled", "queue")
+def test_deleting_the_member_the_workload_is_linked_to_keeps_it_for_a_replacement(
+    reconcilers: Reconcilers, t0: datetime,
+) -> None:
+    first, second = _submit_sample()
+    wl = group_workload()
+    assert wl.job_id == first.pk
+
+    services.delete_job(first)
+
+    # Kueue's group Workload is owned by every member: it stays, linked to the other one,
+    # and is not admissible until the deleted pod is replaced.
+    wl.refresh_from_db()
+    assert wl.job_id == second.pk
+    assert wl.phase == WorkloadPhase.PENDING
+    assert wl.queue_state == QueueState.INADMISSIBLE
+    waiting = cond.find(wl.conditions, WAITING)
+    assert (waiting["status"], waiting["reason"]) == ("True", "PodsFailed")
+    reconcilers.step(t0)
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.PENDING
+    assert not ClusterPod.objects.exists()
+
+    (replacement,) = [submit(m) for m in sample()[:1]]
+
+    wl.refresh_from_db()
+    assert Workload.objects.count() == 1
+    assert cond.find(wl.conditions, WAITING)["status"] == "False"
+    assert wl.queue_state == QueueState.ACTIVE
+    reconcilers.step(t0 + timedelta(seconds=1))
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.ADMITTED
+    for job in (second, replacement):
+        assert ClusterPod.objects.filter(job=job).count() == 1
+    reconcilers.step(t0 + timedelta(seconds=60))
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.FINISHED
+    assert cond.find(wl.conditions, "Finished")["message"] == "Pods succeeded: 2/2."
+
+
+@pytest.mark.usefixtures("enabled", "queue")
+def test_a_running_group_keeps_its_workload_and_quota_until_its_last_member_is_deleted(
+    reconcilers: Reconcilers, t0: datetime,
+) -> None:
+    first, second = _submit_sample()
+    reconcilers.step(t0)
+    wl = group_workload()
+    assert wl.phase == WorkloadPhase.ADMITTED
+
+    services.delete_job(first)
+
+    wl.refresh_from_db()
+    assert (wl.job_id, wl.phase) == (second.pk, WorkloadPhase.ADMITTED)
+    assert wl.cluster_queue is not None
+    assert cond.find(wl.conditions, WAITING)["status"] == "True"
+    assert not ClusterPod.objects.filter(job_id=first.pk).exists()
+    # The remaining member runs on through the Workload now linked to it.
+    reconcilers.step(t0 + timedelta(seconds=3))
+    second.refresh_from_db()
+    assert second.status["phase"] == "Running"
+
+    services.delete_job(second)
+
+    assert not Workload.objects.exists()
+    assert not Job.objects.exists()
+
+
+@pytest.mark.usefixtures("enabled", "queue")
+def test_the_delete_control_of_a_group_workload_deletes_one_member_and_stays_on_the_workload(
+    admin_user: User,
+) -> None:
+    first, second = _submit_sample()
+    wl = group_workload()
+    page = reverse("ui-workload", kwargs={"cluster": wl.cluster.name, "namespace": "default",
+                                          "name": wl.name})
+
+    response = ui_client_for(admin_user).post(page + "actions/delete-job/", follow=True)
+
+    assert response.redirect_chain == [(page, 302)]
+    assert (f"Pod default/{first.name} deleted; workload default/sample-group waits for a "
+            "replacement.") in response.content.decode()
+    assert not Job.objects.filter(pk=first.pk).exists()
+    assert Workload.objects.get(pk=wl.pk).job_id == second.pk
