@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -441,10 +442,36 @@ def delete_job(job: Job) -> None:
     admitted workloads, never stored)."""
     with transaction.atomic():
         doomed = _with_dependents(job)
+        _hand_over_group_workloads(doomed, now=timezone.now())
         freed = _reserving_queue_ids(Workload.objects.filter(job__in=doomed))
         Workload.objects.filter(job__in=doomed).delete()
         Job.objects.filter(pk__in=[j.pk for j in doomed]).delete()
         _after_removal(job.cluster_id, freed)  # type: ignore[arg-type]
+
+
+def _hand_over_group_workloads(doomed: Sequence[Job], *, now: datetime) -> None:
+    """A group's Workload outlives the member it is linked to while other members remain:
+    in Kueue it is owned by every member pod, so the garbage collector deletes it only with
+    the last one. The link moves to the first remaining member by name, and the Workload
+    waits for a replacement of the deleted ones (``WaitingForReplacementPods``)."""
+    doomed_ids = {j.pk for j in doomed}
+    for member in doomed:
+        integration = registry.by_kind(member.api_version, member.kind)
+        if not member.group_name or not isinstance(integration, jobframework.JobGroup):
+            continue
+        for wl in Workload.objects.filter(job=member):
+            if (wl.annotations or {}).get(integration.group_workload_annotation) != "true":
+                continue
+            remaining = [m for m in member.group_members() if m.pk not in doomed_ids]
+            if not remaining:
+                continue  # the last member: the Workload goes with it
+            Workload.objects.filter(pk=wl.pk).update(
+                job=remaining[0], resource_version=F("resource_version") + 1)
+            wl.job = remaining[0]
+            wl.resource_version += 1
+            lifecycle.set_waiting_for_replacement(
+                wl, integration.absent_members(
+                    [{**m.manifest, "status": m.status or {}} for m in remaining]), now=now)
 
 
 def _with_dependents(job: Job) -> list[Job]:

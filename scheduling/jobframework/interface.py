@@ -358,6 +358,14 @@ class GenericJob(JobKind):
         copied = {k: v for k, v in manifest.items() if k != "status"}
         return self.suspend({**self.without_managed_by(copied), "metadata": metadata})
 
+    def multikueue_status(
+        self, manifest: Mapping[str, Any], status: Mapping[str, Any],
+        remote_status: Mapping[str, Any], *, now: datetime,
+    ) -> dict[str, Any]:
+        """The status the hub's object (``manifest`` with its ``status``) takes from its copy
+        on the MultiKueue worker (Kueue's adapter ``SyncJob``): the remote status whole."""
+        return dict(remote_status)
+
     def remote_object(self, manifest: Mapping[str, Any], spec: Mapping[str, Any], *,
                       namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
         """An object of this kind named as ``manifest``, in ``namespace``, with its labels

@@ -229,11 +229,17 @@ def set_waiting_for_replacement(wl: Workload, absent: int, *, now: datetime) -> 
             reason, message = str(evicted.get("reason")), str(evicted.get("message", ""))
         else:
             reason, message = "PodsFailed", "Some Failed pods need replacement"
-        if current is not None and (current.get("status"), current.get("reason"),
-                                    current.get("message")) == ("True", reason, message):
+        # Not admissible meanwhile (Kueue's ``IsAdmissible``): a pending one leaves its queue.
+        park = wl.phase == WorkloadPhase.PENDING and wl.queue_state != QueueState.INADMISSIBLE
+        if not park and current is not None and (
+                current.get("status"), current.get("reason"),
+                current.get("message")) == ("True", reason, message):
             return False
-        return _save(wl, conditions=cond.set_condition(
-            wl.conditions, WAITING_FOR_REPLACEMENT_PODS, True, reason, message, now=now))
+        absent_changes: dict[str, Any] = {"conditions": cond.set_condition(
+            wl.conditions, WAITING_FOR_REPLACEMENT_PODS, True, reason, message, now=now)}
+        if park:
+            absent_changes["queue_state"] = QueueState.INADMISSIBLE
+        return _save(wl, **absent_changes)
     if current is None or current.get("status") != "True":
         return False
     changes: dict[str, Any] = {"conditions": cond.set_condition(
