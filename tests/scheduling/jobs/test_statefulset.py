@@ -176,6 +176,24 @@ def test_while_managed_replicas_change_only_to_or_from_zero_and_the_shape_is_fro
                                    slices_enabled=True) == []
 
 
+def test_a_scale_up_from_zero_waits_until_the_scale_down_is_done() -> None:
+    old = KIND.default(sample())
+    old["spec"]["replicas"] = 0
+    new = copy.deepcopy(old)
+    new["spec"]["replicas"] = 3
+
+    pods_left = KIND.scale_up_refusal(old, new, status={"replicas": 1}, holds_quota=False)
+    assert pods_left is not None
+    assert (pods_left.path, pods_left.message) == (
+        "spec.replicas", "Forbidden: scaling down is still in progress")
+    holding = KIND.scale_up_refusal(old, new, status={"replicas": 0}, holds_quota=True)
+    assert holding is not None
+    assert holding.path == "spec.replicas"
+    assert KIND.scale_up_refusal(old, new, status={"replicas": 0}, holds_quota=False) is None
+    # Scaling down is never held back.
+    assert KIND.scale_up_refusal(new, old, status={"replicas": 3}, holds_quota=True) is None
+
+
 def test_statefulset_is_a_framework_off_by_default_that_implicitly_enables_pod() -> None:
     assert registry.by_framework("statefulset") is not None
     config = {"INTEGRATIONS_FRAMEWORKS": ["batch/job"]}
