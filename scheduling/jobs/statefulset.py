@@ -119,7 +119,9 @@ def _shape_changes(new: Any, old: Any, path: str) -> list[FieldError]:
 
 class StatefulSet(Deployment):
     """The StatefulSet shares a Deployment's webhook checks (selector, template, queue and
-    priority-class rules) and adds its own; its Pods form one group."""
+    priority-class rules) and adds its own; its Pods form one group. The ReplicaSet's
+    decisions it inherits (``pod_for``, ``plan``) are not its controller's, which are
+    ``member_pod`` and ``plan_pods``."""
 
     framework_name = FRAMEWORK_NAME
     api_version = "apps/v1"
