@@ -59,19 +59,22 @@ def owned_pods(deployment: Job) -> list[Job]:
     return services.owned_jobs(deployment, KIND, _POD)
 
 
-def _child(job: Job) -> ChildPod:
+def child_pod(job: Job, revision_label: str = POD_TEMPLATE_HASH_LABEL) -> ChildPod:
+    """A Pod an owner keeps, as its controller's decisions see it; its template's revision
+    is the label ``revision_label``."""
     status = job.status or {}
     labels = (job.manifest.get("metadata") or {}).get("labels") or {}
     return ChildPod(
-        name=job.name, template_hash=str(labels.get(POD_TEMPLATE_HASH_LABEL, "")),
+        name=job.name, template_hash=str(labels.get(revision_label, "")),
         created_at=job.created_at, scheduled=not job.suspend,
         running=status.get("phase") == "Running", ready=pods.is_ready(status),
         terminated=pods.is_terminated(status))
 
 
-def _event(deployment: Job, type_: str, reason: str, message: str, now: datetime) -> Event:
-    return Event(cluster=deployment.cluster, object_kind=KIND.kind,
-                 object_namespace=deployment.namespace, object_name=deployment.name,
+def owner_event(owner: Job, type_: str, reason: str, message: str, now: datetime) -> Event:
+    """An Event on the owner of Pods (a Deployment, a StatefulSet), from its controller."""
+    return Event(cluster=owner.cluster, object_kind=owner.kind,
+                 object_namespace=owner.namespace, object_name=owner.name,
                  type=type_, reason=reason, message=message, created_at=now)
 
 
@@ -84,11 +87,11 @@ def sync_deployment(deployment_id: int, *, now: datetime) -> None:
         children = {job.name: job for job in owned_pods(deployment)}
         status = deployment.status or {}
         plan = KIND.plan(deployment.manifest, status,
-                         [_child(job) for job in children.values()], now=now)
+                         [child_pod(job) for job in children.values()], now=now)
         events: list[Event] = []
         for name, _reason in plan.delete:
             services.delete_job(children[name])
-            events.append(_event(deployment, EventType.NORMAL, "SuccessfulDelete",
+            events.append(owner_event(deployment, EventType.NORMAL, "SuccessfulDelete",
                                  f"Deleted pod: {name}", now))
         missing = sum(not _create(deployment, now, events) for _ in range(plan.create))
         new_status = dict(plan.status)
@@ -108,10 +111,10 @@ def _create(deployment: Job, now: datetime, events: list[Event]) -> bool:
     next pass tries again."""
     pod, refusal = services.submit_for(deployment, KIND.pod_for(deployment.manifest))
     if pod is None:
-        events.append(_event(deployment, EventType.WARNING, "FailedCreate",
+        events.append(owner_event(deployment, EventType.WARNING, "FailedCreate",
                              f"Error creating: {refusal}", now))
         return False
-    events.append(_event(deployment, EventType.NORMAL, "SuccessfulCreate",
+    events.append(owner_event(deployment, EventType.NORMAL, "SuccessfulCreate",
                          f"Created pod: {pod.name}", now))
     return True
 
@@ -127,12 +130,13 @@ def sync_all(*, now: datetime) -> None:
 
 def update_deployment(
     deployment: Job, manifest: Mapping[str, Any], *,
-    user: AbstractBaseUser | AnonymousUser | None = None,
+    user: AbstractBaseUser | AnonymousUser | None = None, kind: Deployment = KIND,
 ) -> Job:
     """Replace a Deployment's object (a merge patch applied, a scale of ``spec.replicas``)
     as the API server and Kueue's webhook take an update: defaulted, validated against the
     old object and its ready replicas, checked against the user's grant; the generation
     moves with the spec, and a pass of its ReplicaSet controller follows the commit.
+    ``kind``: a kind that keeps its replicas as a Deployment does (a StatefulSet).
 
     Raises ValidationError (by field path) or PermissionDenied."""
     if user is not None and not can_operate_in(user, deployment.namespace):
@@ -142,16 +146,16 @@ def update_deployment(
     old_metadata, new_metadata = old.get("metadata") or {}, manifest.get("metadata") or {}
     errors = [FieldError(f"metadata.{key}", "field is immutable") for key in _FIXED_METADATA
               if key in new_metadata and new_metadata.get(key) != old_metadata.get(key)]
-    new = KIND.default({**manifest, "metadata": {**new_metadata, **{
+    new = kind.default({**manifest, "metadata": {**new_metadata, **{
         key: old_metadata[key] for key in _FIXED_METADATA if key in old_metadata}}})
     options: dict[str, Any] = settings.KUEUEWEB
-    errors += KIND.validate_on_update(
+    errors += kind.validate_on_update(
         old, new, ready_replicas=int((deployment.status or {}).get("readyReplicas") or 0),
         namespace=deployment.namespace,
         slices_enabled=bool(options["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
     if not errors:
         errors = grants.pod_template_errors(submission_grant(user, deployment.namespace),
-                                            KIND.pod_templates(new))
+                                            kind.pod_templates(new))
     if errors:
         raise services.invalid(errors)
     if new.get("spec") != old.get("spec"):

@@ -320,6 +320,40 @@ def _create_job_workload(
         assert isinstance(integration, jobframework.JobGroup)
         name, pod_sets = job.group_name, group.pod_sets
         annotations = {**annotations, integration.group_workload_annotation: "true"}
+    return _insert_job_workload(job, name=name, queue_name=draft.queue_name, priority=priority,
+                                maximum_execution_time_seconds=draft.maximum_execution_time_seconds,
+                                pod_sets=pod_sets, labels=draft.labels, annotations=annotations)
+
+
+def create_prebuilt_workload(owner: Job, kind: jobframework.JobKind, *, name: str,
+                             pod_sets: list[dict[str, Any]], labels: Mapping[str, str],
+                             annotations: Mapping[str, str]) -> Workload:
+    """A Workload built for ``owner`` before the pods it admits exist (Kueue's prebuilt
+    Workload of a StatefulSet), pending in the queue the owner names, with the priority of
+    the class it names (else its pod template's PriorityClass). Raises ValidationError (the
+    class does not exist) or ConflictError (the name is taken)."""
+    own_labels = (owner.manifest.get("metadata") or {}).get("labels") or {}
+    class_name = own_labels.get(jobframework.PRIORITY_CLASS_LABEL, "")
+    request = jobframework.PriorityRequest(
+        jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
+    path = jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
+    pod_class = None if class_name else kind.pod_priority_class(owner.manifest)
+    if pod_class is not None:
+        request = jobframework.PriorityRequest(jobframework.POD_PRIORITY_CLASS_SOURCE,
+                                               pod_class[0], None)
+        path = pod_class[1]
+    priority = _resolve_priority(request, cluster=owner.cluster, path=path, explicit_path=path)
+    return _insert_job_workload(
+        owner, name=name, queue_name=own_labels.get(jobframework.QUEUE_NAME_LABEL, ""),
+        priority=priority, maximum_execution_time_seconds=None, pod_sets=pod_sets,
+        labels=dict(labels), annotations=dict(annotations))
+
+
+def _insert_job_workload(job: Job, *, name: str, queue_name: str, priority: tuple[str, str, int],
+                         maximum_execution_time_seconds: int | None,
+                         pod_sets: list[dict[str, Any]], labels: dict[str, str],
+                         annotations: dict[str, str]) -> Workload:
+    """Store the pending Workload of ``job`` with a ``CreatedWorkload`` event on the job."""
     if Workload.objects.filter(cluster=job.cluster, namespace=job.namespace, name=name).exists():
         raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists')
     class_name, class_source, value = priority
@@ -328,14 +362,14 @@ def _create_job_workload(
         namespace=job.namespace,
         name=name,
         job=job,
-        queue_name=draft.queue_name,
-        local_queue=local_queue_for(job.cluster, job.namespace, draft.queue_name),
+        queue_name=queue_name,
+        local_queue=local_queue_for(job.cluster, job.namespace, queue_name),
         priority_class_name=class_name,
         priority_class_source=class_source,
         priority=value,
-        maximum_execution_time_seconds=draft.maximum_execution_time_seconds,
+        maximum_execution_time_seconds=maximum_execution_time_seconds,
         pod_sets=pod_sets,
-        labels=draft.labels,
+        labels=labels,
         annotations=annotations,
     ))
     # Kueue's job reconciler records this on the Job (reason CreatedWorkload); it is also

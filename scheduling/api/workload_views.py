@@ -37,7 +37,7 @@ from kueueweb.api import ConflictError as Conflict
 from kueueweb.api import PayloadTooLarge, URLArgumentsMixin
 from kueueweb.roles import Role
 from multicluster.models import Cluster
-from scheduling import deployments, jobframework, services
+from scheduling import deployments, jobframework, services, statefulsets
 from scheduling.api.workload_filters import JobFilter, WorkloadFilter
 from scheduling.api.workload_serializers import (
     JobPatchSerializer,
@@ -448,11 +448,12 @@ class JobViewSet(_DomainViewSet):
         if not isinstance(merged, Mapping):  # pragma: no cover - _body made it an object
             raise ValidationError({"body": ["must be an object"]})
         _check_resource_version(job, patch)
-        if deployments.manages(job):
+        if deployments.manages(job) or statefulsets.manages(job):
             if merged.get("status") != current.get("status"):
                 raise ValidationError({"status": [_immutable_message("status", None, [])]})
-            job = deployments.update_deployment(job, _stored_manifest(merged),
-                                                user=request.user)
+            update = (statefulsets.update_statefulset if statefulsets.manages(job)
+                      else deployments.update_deployment)
+            job = update(job, _stored_manifest(merged), user=request.user)
             return Response(self.get_serializer(job).data)
         scalable = slices.scalable_pod_sets(job)
         errors = _job_patch_errors(current, _with_counts_of(merged, current, scalable),
@@ -481,14 +482,16 @@ class JobViewSet(_DomainViewSet):
     )
     def scale(self, request: Request, namespace: str, name: str) -> Response:
         job = self.get_object()
-        if deployments.manages(job):
+        if deployments.manages(job) or statefulsets.manages(job):
             body = _body(request.data)
             unknown = sorted(set(body) - {"replicas"}, key=str)
             if unknown or "replicas" not in body:
                 raise ValidationError({str(k): ['unknown field: the body is {"replicas": N}']
                                        for k in unknown} or {"replicas": [
                                            'required: the body is {"replicas": N}']})
-            job = deployments.scale_deployment(job, body["replicas"], user=request.user)
+            scale = (statefulsets.scale_statefulset if statefulsets.manages(job)
+                     else deployments.scale_deployment)
+            job = scale(job, body["replicas"], user=request.user)
             return Response(self.get_serializer(job).data)
         if slices.queued_kind(job) is None:
             raise ValidationError({"kind": [slices.REFUSED_NO_WORKLOAD.message]})

@@ -167,6 +167,11 @@ class JobKind(ABC):
     plays their ReplicaSet controller (``scheduling.deployments``), asked for at once when
     an object is created or changed, besides its periodic pass."""
 
+    prebuilds_group_workloads: bool = False
+    """Its objects' Workloads are built for them up front, before any pod exists (Kueue's
+    prebuilt Workloads of a StatefulSet): pod-group Workloads linked to the object, each run
+    by the job reconciler through the jobs whose group name is the Workload's name."""
+
     def accepts_implicitly(self, manifest: Mapping[str, Any]) -> bool:
         """Whether the kind, enabled only implicitly by another framework, takes this object:
         one created for that framework's object. Default: no."""

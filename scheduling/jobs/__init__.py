@@ -16,6 +16,7 @@ from scheduling.jobs.raycluster import RayCluster
 from scheduling.jobs.rayjob import RayJob
 from scheduling.jobs.rayservice import RayService
 from scheduling.jobs.sparkapplication import SparkApplication
+from scheduling.jobs.statefulset import StatefulSet
 from scheduling.jobs.trainjob import TrainJob
 
 register(BatchJob())
@@ -35,3 +36,4 @@ register(TrainJob())
 register(CronJob())
 register(Pod())
 register(Deployment())
+register(StatefulSet())

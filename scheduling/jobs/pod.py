@@ -430,8 +430,15 @@ class Pod(GenericJob, JobGroup):
         return GroupComposition([pod_sets[name] for name in sorted(pod_sets)])
 
     def absent_members(self, members: Sequence[Mapping[str, Any]]) -> int:
+        """The members missing from ``total``; with fast admission (Kueue's
+        ``countAbsentPods``), one while none is present, else none: such a group starts
+        with the members it has and takes the others as they come."""
         present = [m for m in members if (m.get("status") or {}).get("phase") != "Failed"]
-        return max(group_total(members[0]) - len(present), 0) if members else 0
+        if not members:
+            return 0
+        if _annotations(members[0]).get(FAST_ADMISSION_ANNOTATION) == "true":
+            return int(not present and group_total(members[0]) > 0)
+        return max(group_total(members[0]) - len(present), 0)
 
     def group_report(self, members: Sequence[Mapping[str, Any]]) -> JobReport:
         """Kueue's ``Finished``, ``PodsReady`` and ``ReclaimablePods`` for a group: finished

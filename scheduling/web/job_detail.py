@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 from kueueweb.roles import can_operate_in
 from multicluster.choices import PodPhase
 from multicluster.models import Pod
-from scheduling import deployments, jobframework, services
+from scheduling import deployments, jobframework, services, statefulsets
 from scheduling.jobframework import registry
 from scheduling.jobs import deployment as deployment_kind
 from scheduling.models import Event, Job, Workload
@@ -102,15 +102,20 @@ def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
 
 
 def _serving(job: Job) -> dict[str, Any] | None:
-    """A Deployment serves until deleted: its replicas as desired and ready, and its
-    Pods, each a job with its own workload."""
-    if not deployments.manages(job):
+    """A Deployment or a StatefulSet serves until deleted: its replicas as desired and
+    ready, and its Pods, each a job (a Deployment's with its own workload, a StatefulSet's
+    members of its one group workload)."""
+    if deployments.manages(job):
+        pods, note = deployments.owned_pods(job), "each Pod is queued on its own"
+    elif statefulsets.manages(job):
+        pods, note = statefulsets.owned_pods(job), "the Pods are admitted together, as one group"
+    else:
         return None
     status = job.status or {}
     return {"desired": deployment_kind.replicas(job.manifest),
             "ready": status.get("readyReplicas", 0), "replicas": status.get("replicas", 0),
-            "updated": status.get("updatedReplicas", 0),
-            "pods": [p.name for p in deployments.owned_pods(job)]}
+            "updated": status.get("updatedReplicas", 0), "note": note,
+            "pods": [p.name for p in pods]}
 
 
 def _region_controls(job: Job, workloads: list[Workload], request: HttpRequest, *,
