@@ -337,14 +337,21 @@ def _delete_remote(remote: Workload, *, now: datetime) -> None:
     freed = remote.cluster_queue_id if remote.phase in _RESERVED else None
     job = remote.job
     remote.delete()
-    if job is not None and (job.manifest.get("metadata") or {}).get("labels", {}).get(
-            MULTIKUEUE_ORIGIN_LABEL) == origin() and not job.workloads.exists():
-        job.delete()
+    if job is not None and _ours(job) and not job.workloads.exists():
+        # A group's members go together (Kueue's pod adapter deletes every member's copy).
+        members = job.group_members() if job.group_name else [job]
+        Job.objects.filter(pk__in=[m.pk for m in members if _ours(m)]).delete()
     if freed is not None:
         admission.on_quota_released(worker_id, [freed], now=now)
     else:
         admission.request_admission(worker_id)
     reconcile.request_cluster_sync(worker_id)
+
+
+def _ours(job: Job) -> bool:
+    """A worker's job this hub created (its origin label names the hub)."""
+    labels = (job.manifest.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(MULTIKUEUE_ORIGIN_LABEL) == origin())
 
 
 def _delete_copy(d: Dispatch, *, now: datetime, outcome: DispatchOutcome) -> None:
@@ -432,12 +439,15 @@ def _propagate_scale_down(wl: Workload, remote: Workload, *, now: datetime) -> N
 
 
 def _ensure_remote_job(wl: Workload, remote: Workload, worker: Cluster) -> None:
-    """The job on the winner, made from the hub job once the remote copy is admitted; an
-    elastic job's parallelism follows the admitted slice."""
+    """The job on the winner, made from the hub job once the remote copy is admitted (every
+    member of a group); an elastic job's parallelism follows the admitted slice."""
     hub_job = wl.job
     if hub_job is None:
         return
     integration = reconciler.integration_of(hub_job)
+    if hub_job.group_name and isinstance(integration, jobframework.JobGroup):
+        _ensure_remote_group(hub_job, remote, worker, integration)
+        return
     if remote.job is not None:
         job = remote.job
         annotations = (job.manifest.get("metadata") or {}).get("annotations") or {}
@@ -448,16 +458,48 @@ def _ensure_remote_job(wl: Workload, remote: Workload, worker: Cluster) -> None:
                 job.save(update_fields=["manifest", "resource_version", "updated_at"])
                 reconcile.request_cluster_sync(int(worker.pk))
         return
-    manifest = integration.multikueue_copy(hub_job.manifest, labels={
-        MULTIKUEUE_ORIGIN_LABEL: origin(), jobframework.PREBUILT_WORKLOAD_LABEL: remote.name})
-    job = Job(cluster=worker, namespace=hub_job.namespace, name=hub_job.name,
-              api_version=hub_job.api_version, kind=hub_job.kind)
-    manifest["metadata"]["uid"] = str(job.uid)
-    job.manifest = manifest
-    job.save()
+    job = _copy_to_worker(hub_job, remote, worker, integration)
     Workload.objects.filter(pk=remote.pk).update(job=job)
     remote.job = job
     reconcile.request_cluster_sync(int(worker.pk))
+
+
+def _copy_to_worker(hub_job: Job, remote: Workload, worker: Cluster,
+                    integration: jobframework.GenericJob) -> Job:
+    """The integration's ``multikueue_copy`` of a hub job, stored on ``worker`` for the
+    remote Workload (origin and prebuilt-workload labels), suspended until it runs there."""
+    manifest = integration.multikueue_copy(hub_job.manifest, labels={
+        MULTIKUEUE_ORIGIN_LABEL: origin(), jobframework.PREBUILT_WORKLOAD_LABEL: remote.name})
+    job = Job(cluster=worker, namespace=hub_job.namespace, name=hub_job.name,
+              api_version=hub_job.api_version, kind=hub_job.kind,
+              group_name=hub_job.group_name)
+    manifest["metadata"]["uid"] = str(job.uid)
+    job.manifest = manifest
+    job.save()
+    return job
+
+
+def _ensure_remote_group(hub_job: Job, remote: Workload, worker: Cluster,
+                         integration: jobframework.GenericJob) -> None:
+    """Every member of the hub's group copied to the winner, each with the group's
+    Workload as its prebuilt one (Kueue's pod adapter syncs each member pod of the group);
+    a member that joins later, a replacement, is copied on a later pass. The remote
+    Workload is linked to the first member by name, as on the hub."""
+    on_worker = Job.objects.filter(
+        cluster=worker, namespace=hub_job.namespace, api_version=hub_job.api_version,
+        kind=hub_job.kind, group_name=hub_job.group_name)
+    present = set(on_worker.values_list("name", flat=True))
+    # A member that ended (stopped by an eviction, failed) is not run again: its
+    # replacement is.
+    copied = [_copy_to_worker(member, remote, worker, integration)
+              for member in hub_job.group_members()
+              if member.name not in present and integration.finished(member.status) is None]
+    first = min(on_worker, key=lambda m: m.name, default=None)
+    if remote.job is None and first is not None:
+        Workload.objects.filter(pk=remote.pk).update(job=first)
+        remote.job = first
+    if copied:
+        reconcile.request_cluster_sync(int(worker.pk))
 
 
 def _sync_job_status(wl: Workload, remote: Workload, *, now: datetime) -> None:
@@ -465,22 +507,45 @@ def _sync_job_status(wl: Workload, remote: Workload, *, now: datetime) -> None:
     hub_job, remote_job = wl.job, remote.job
     if hub_job is None or remote_job is None:
         return
-    status = dict(remote_job.status or {})
-    if status != (hub_job.status or {}) or hub_job.suspend != remote_job.suspend:
-        hub_job.status = status
-        hub_job.suspend = remote_job.suspend
-        hub_job.save(update_fields=["status", "suspend", "resource_version", "updated_at"])
-    if remote_job.suspend:
-        return
-    report = reconciler.integration_of(remote_job).report(
-        remote_job.manifest, status, wanted=sum(_admitted_counts(remote).values()),
-        ready_pods=0)
+    integration = reconciler.integration_of(remote_job)
+    report: jobframework.JobReport
+    if remote_job.group_name and isinstance(integration, jobframework.JobGroup):
+        # Each member's status comes back to the hub member of its name; the group reports
+        # as a whole.
+        remote_members = remote_job.group_members()
+        hub_members = {m.name: m for m in hub_job.group_members()}
+        for member in remote_members:
+            if member.name in hub_members:
+                _mirror_status(hub_members[member.name], member, integration, now=now)
+        if all(m.suspend for m in remote_members):
+            return
+        report = integration.group_report(
+            [{**m.manifest, "status": m.status or {}} for m in remote_members])
+    else:
+        _mirror_status(hub_job, remote_job, integration, now=now)
+        if remote_job.suspend:
+            return
+        report = integration.report(
+            remote_job.manifest, dict(remote_job.status or {}),
+            wanted=sum(_admitted_counts(remote).values()), ready_pods=0)
     # The hub finishes its workload from the remote workload (``_finish_from_remote``).
     report = dataclasses.replace(report, finished=None)
     wl.refresh_from_db()
     events: list[Event] = []
     lifecycle.sync_job_status(wl, report, now=now, events=events)
     Event.objects.bulk_create(events)
+
+
+def _mirror_status(hub_job: Job, remote_job: Job, integration: jobframework.GenericJob, *,
+                   now: datetime) -> None:
+    """The worker's job status on the hub's job, as the kind takes it
+    (``multikueue_status``), and whether it runs."""
+    status = integration.multikueue_status(hub_job.manifest, hub_job.status or {},
+                                           remote_job.status or {}, now=now)
+    if status != (hub_job.status or {}) or hub_job.suspend != remote_job.suspend:
+        hub_job.status = status
+        hub_job.suspend = remote_job.suspend
+        hub_job.save(update_fields=["status", "suspend", "resource_version", "updated_at"])
 
 
 def _finish_from_remote(wl: Workload, d: Dispatch, finished: tuple[str, str], *,

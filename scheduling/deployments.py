@@ -59,19 +59,21 @@ def owned_pods(deployment: Job) -> list[Job]:
     return services.owned_jobs(deployment, KIND, _POD)
 
 
-def _child(job: Job) -> ChildPod:
+def child_pod(job: Job, revision_label: str = POD_TEMPLATE_HASH_LABEL) -> ChildPod:
+    """A Pod an owner keeps, as its controller's decisions see it; its template's revision
+    is the label ``revision_label``."""
     status = job.status or {}
     labels = (job.manifest.get("metadata") or {}).get("labels") or {}
     return ChildPod(
-        name=job.name, template_hash=str(labels.get(POD_TEMPLATE_HASH_LABEL, "")),
+        name=job.name, template_hash=str(labels.get(revision_label, "")),
         created_at=job.created_at, scheduled=not job.suspend,
         running=status.get("phase") == "Running", ready=pods.is_ready(status),
         terminated=pods.is_terminated(status))
 
 
 def owner_event(owner: Job, type_: str, reason: str, message: str, now: datetime) -> Event:
-    """An event on the object whose Pods a controller keeps (a Deployment, a
-    LeaderWorkerSet)."""
+    """An Event on the owner of Pods (a Deployment, a StatefulSet, a LeaderWorkerSet), from
+    its controller."""
     return Event(cluster=owner.cluster, object_kind=owner.kind,
                  object_namespace=owner.namespace, object_name=owner.name,
                  type=type_, reason=reason, message=message, created_at=now)
@@ -86,7 +88,7 @@ def sync_deployment(deployment_id: int, *, now: datetime) -> None:
         children = {job.name: job for job in owned_pods(deployment)}
         status = deployment.status or {}
         plan = KIND.plan(deployment.manifest, status,
-                         [_child(job) for job in children.values()], now=now)
+                         [child_pod(job) for job in children.values()], now=now)
         events: list[Event] = []
         for name, _reason in plan.delete:
             services.delete_job(children[name])
@@ -134,7 +136,7 @@ def sync_all(*, now: datetime) -> None:
 
 
 class ReplicatedKind(Protocol):
-    """A kind whose objects keep replicas and take updates (a Deployment, a
+    """A kind whose objects keep replicas and take updates (a Deployment, a StatefulSet, a
     LeaderWorkerSet): what ``update_deployment`` asks of it."""
 
     def default(self, manifest: Mapping[str, Any]) -> dict[str, Any]: ...
@@ -154,8 +156,9 @@ def update_deployment(
     """Replace a Deployment's object (a merge patch applied, a scale of ``spec.replicas``)
     as the API server and Kueue's webhook take an update: defaulted, validated against the
     old object and its ready replicas, checked against the user's grant; the generation
-    moves with the spec, and a pass of its ReplicaSet controller follows the commit. An
-    object of another ``kind`` that keeps replicas is updated the same way.
+    moves with the spec, and a pass of its ReplicaSet controller follows the commit.
+    ``kind``: another kind that keeps replicas and is updated the same way (a StatefulSet,
+    a LeaderWorkerSet).
 
     Raises ValidationError (by field path) or PermissionDenied."""
     if user is not None and not can_operate_in(user, deployment.namespace):

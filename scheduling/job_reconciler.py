@@ -66,6 +66,13 @@ def is_elastic(job: Job) -> bool:
         annotations, slices_enabled=bool(config["ELASTIC_JOBS_VIA_WORKLOAD_SLICES"]))
 
 
+def runs_through_members(job: Job) -> bool:
+    """The job's Workloads are prebuilt pod groups (a StatefulSet's): it runs through the
+    members of its groups, and has no object of its own on a cluster."""
+    kind = registry.by_kind(job.api_version, job.kind)
+    return kind is not None and kind.prebuilds_group_workloads
+
+
 def is_finished(job: Job) -> bool:
     return integration_of(job).finished(job.status) is not None
 
@@ -232,6 +239,8 @@ class ClusterBackend(Protocol):
 def reconcile(job: Job, backend: ClusterBackend, *, now: datetime,
               events: list[Event]) -> set[Step]:
     """One step of ``job`` on ``backend`` (see the module's docstring)."""
+    if runs_through_members(job):
+        return _reconcile_prebuilt_groups(job, backend, now=now, events=events)
     integration = integration_of(job)
     if job.group_name and isinstance(integration, JobGroup):
         return _reconcile_group(job, integration, backend, now=now, events=events)
@@ -399,7 +408,37 @@ def _reconcile_group(job: Job, integration: JobGroup, backend: ClusterBackend, *
     wl = slices.current_slice(workloads)
     if wl is None or placed_on_worker(wl):
         return set()
-    members = job.group_members()
+    return _group_step(job, job.group_members(), wl, workloads, integration, backend,
+                       now=now, events=events)
+
+
+def _reconcile_prebuilt_groups(owner: Job, backend: ClusterBackend, *, now: datetime,
+                               events: list[Event]) -> set[Step]:
+    """One step of each pod-group Workload built for ``owner`` (a StatefulSet's), run
+    through the jobs that carry its name as their group name. The owner counts as running
+    (unsuspended) while any of them runs: what runs is stopped through it on an eviction,
+    and its quota is given back only once they are gone."""
+    steps: set[Step] = set()
+    running = False
+    for wl in owner.workloads.all():
+        members = sorted(Job.objects.filter(cluster=owner.cluster,
+                                            namespace=owner.namespace, group_name=wl.name),
+                         key=lambda member: member.name)
+        integration = integration_of(members[0]) if members else None
+        if isinstance(integration, JobGroup) and not placed_on_worker(wl):
+            steps |= _group_step(owner, members, wl, [wl], integration, backend, now=now,
+                                 events=events)
+        running = running or any(not member.suspend for member in members)
+    if owner.suspend == running:
+        owner.suspend = not running
+        Job.objects.filter(pk=owner.pk).update(suspend=owner.suspend)
+    return steps
+
+
+def _group_step(owner: Job, members: Sequence[Job], wl: Workload,
+                workloads: Sequence[Workload], integration: JobGroup, backend: ClusterBackend,
+                *, now: datetime, events: list[Event]) -> set[Step]:
+    """Run, clean up or stop the group of ``wl``, as its Workload says."""
     if should_run(wl):
         return _run_group(members, wl, integration, backend, now=now, events=events)
     if wl.phase == WorkloadPhase.FINISHED:
@@ -409,7 +448,7 @@ def _reconcile_group(job: Job, integration: JobGroup, backend: ClusterBackend, *
                 if copy is not None and not copy.gone:
                     backend.delete(member, reason="its workload finished")
         return set()
-    return _stop_group(job, members, wl, workloads, integration, backend, now=now,
+    return _stop_group(owner, members, wl, workloads, integration, backend, now=now,
                        events=events)
 
 

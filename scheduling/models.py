@@ -320,8 +320,8 @@ class Job(NamespacedObject):
     # runs on.
     status = models.JSONField(default=dict, blank=True, editable=False)
     # The group the object belongs to (a Pod's ``kueue.x-k8s.io/pod-group-name``): the
-    # members of a group share ONE Workload, named after the group and linked to one member,
-    # through which the job reconciler runs them all. Empty for an object on its own.
+    # members of a group share ONE Workload, named after the group and linked to one member
+    # (the next one when it is deleted), through which the job reconciler runs them all. Empty for an object on its own.
     group_name = models.CharField(max_length=253, blank=True, default="", editable=False)
 
     class Meta:

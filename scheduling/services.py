@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -320,6 +321,40 @@ def _create_job_workload(
         assert isinstance(integration, jobframework.JobGroup)
         name, pod_sets = job.group_name, group.pod_sets
         annotations = {**annotations, integration.group_workload_annotation: "true"}
+    return _insert_job_workload(job, name=name, queue_name=draft.queue_name, priority=priority,
+                                maximum_execution_time_seconds=draft.maximum_execution_time_seconds,
+                                pod_sets=pod_sets, labels=draft.labels, annotations=annotations)
+
+
+def create_prebuilt_workload(owner: Job, kind: jobframework.JobKind, *, name: str,
+                             pod_sets: list[dict[str, Any]], labels: Mapping[str, str],
+                             annotations: Mapping[str, str]) -> Workload:
+    """A Workload built for ``owner`` before the pods it admits exist (Kueue's prebuilt
+    Workload of a StatefulSet), pending in the queue the owner names, with the priority of
+    the class it names (else its pod template's PriorityClass). Raises ValidationError (the
+    class does not exist) or ConflictError (the name is taken)."""
+    own_labels = (owner.manifest.get("metadata") or {}).get("labels") or {}
+    class_name = own_labels.get(jobframework.PRIORITY_CLASS_LABEL, "")
+    request = jobframework.PriorityRequest(
+        jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
+    path = jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
+    pod_class = None if class_name else kind.pod_priority_class(owner.manifest)
+    if pod_class is not None:
+        request = jobframework.PriorityRequest(jobframework.POD_PRIORITY_CLASS_SOURCE,
+                                               pod_class[0], None)
+        path = pod_class[1]
+    priority = _resolve_priority(request, cluster=owner.cluster, path=path, explicit_path=path)
+    return _insert_job_workload(
+        owner, name=name, queue_name=own_labels.get(jobframework.QUEUE_NAME_LABEL, ""),
+        priority=priority, maximum_execution_time_seconds=None, pod_sets=pod_sets,
+        labels=dict(labels), annotations=dict(annotations))
+
+
+def _insert_job_workload(job: Job, *, name: str, queue_name: str, priority: tuple[str, str, int],
+                         maximum_execution_time_seconds: int | None,
+                         pod_sets: list[dict[str, Any]], labels: dict[str, str],
+                         annotations: dict[str, str]) -> Workload:
+    """Store the pending Workload of ``job`` with a ``CreatedWorkload`` event on the job."""
     if Workload.objects.filter(cluster=job.cluster, namespace=job.namespace, name=name).exists():
         raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists')
     class_name, class_source, value = priority
@@ -328,14 +363,14 @@ def _create_job_workload(
         namespace=job.namespace,
         name=name,
         job=job,
-        queue_name=draft.queue_name,
-        local_queue=local_queue_for(job.cluster, job.namespace, draft.queue_name),
+        queue_name=queue_name,
+        local_queue=local_queue_for(job.cluster, job.namespace, queue_name),
         priority_class_name=class_name,
         priority_class_source=class_source,
         priority=value,
-        maximum_execution_time_seconds=draft.maximum_execution_time_seconds,
+        maximum_execution_time_seconds=maximum_execution_time_seconds,
         pod_sets=pod_sets,
-        labels=draft.labels,
+        labels=labels,
         annotations=annotations,
     ))
     # Kueue's job reconciler records this on the Job (reason CreatedWorkload); it is also
@@ -488,9 +523,10 @@ def delete_job(job: Job) -> None:
     admitted workloads, never stored)."""
     with transaction.atomic():
         doomed = _with_dependents(job)
+        _hand_over_group_workloads(doomed, now=timezone.now())
         owned = _owned_workloads(doomed)
-        # A group Workload its owner made (a LeaderWorkerSet's) outlives the member pod it
-        # runs through: it waits, unlinked, for that pod's replacement, unless the owner
+        # A group Workload its owner made (a LeaderWorkerSet's) outlives the last member pod
+        # it runs through: it waits, unlinked, for that pod's replacement, unless the owner
         # goes too.
         Workload.objects.filter(job__in=doomed).exclude(pk__in=owned).filter(
             annotations__has_key=JOB_OWNER_NAME_ANNOTATION).update(job=None)
@@ -519,6 +555,31 @@ def owned_workloads(owner: Job) -> list[Workload]:
 
 def _owned_workloads(jobs: Sequence[Job]) -> list[int]:
     return [wl.pk for job in jobs for wl in owned_workloads(job)]
+
+
+def _hand_over_group_workloads(doomed: Sequence[Job], *, now: datetime) -> None:
+    """A group's Workload outlives the member it is linked to while other members remain:
+    in Kueue it is owned by every member pod, so the garbage collector deletes it only with
+    the last one. The link moves to the first remaining member by name, and the Workload
+    waits for a replacement of the deleted ones (``WaitingForReplacementPods``)."""
+    doomed_ids = {j.pk for j in doomed}
+    for member in doomed:
+        integration = registry.by_kind(member.api_version, member.kind)
+        if not member.group_name or not isinstance(integration, jobframework.JobGroup):
+            continue
+        for wl in Workload.objects.filter(job=member):
+            if (wl.annotations or {}).get(integration.group_workload_annotation) != "true":
+                continue
+            remaining = [m for m in member.group_members() if m.pk not in doomed_ids]
+            if not remaining:
+                continue  # the last member: the Workload goes with it
+            Workload.objects.filter(pk=wl.pk).update(
+                job=remaining[0], resource_version=F("resource_version") + 1)
+            wl.job = remaining[0]
+            wl.resource_version += 1
+            lifecycle.set_waiting_for_replacement(
+                wl, integration.absent_members(
+                    [{**m.manifest, "status": m.status or {}} for m in remaining]), now=now)
 
 
 def _with_dependents(job: Job) -> list[Job]:

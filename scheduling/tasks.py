@@ -6,7 +6,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from kueueweb import reconcile
-from scheduling import cronjobs, deployments, leaderworkersets
+from scheduling import cronjobs, deployments, leaderworkersets, statefulsets
 from scheduling.scheduler import admission
 from scheduling.workload import lifecycle
 
@@ -63,17 +63,22 @@ def cronjobs_task() -> None:
 
 
 @shared_task(name=reconcile.REPLICAS_TASK)
-def replicas_task(deployment_id: int) -> None:
-    """A Deployment's ReplicaSet controller: its Pods to ``replicas``
-    (``scheduling.deployments``); a LeaderWorkerSet's groups (``scheduling.leaderworkersets``).
-    Each pass leaves a job of the other kind alone."""
-    deployments.sync_deployment(deployment_id, now=timezone.now())
-    leaderworkersets.sync_leaderworkerset(deployment_id, now=timezone.now())
+def replicas_task(job_id: int) -> None:
+    """The controller of an object that keeps replicas: a Deployment's ReplicaSet
+    controller (``scheduling.deployments``), a StatefulSet's controller and Kueue's
+    reconcilers (``scheduling.statefulsets``), a LeaderWorkerSet's
+    (``scheduling.leaderworkersets``); each passes over its own kind only."""
+    now = timezone.now()
+    deployments.sync_deployment(job_id, now=now)
+    statefulsets.sync_statefulset(job_id, now=now)
+    leaderworkersets.sync_leaderworkerset(job_id, now=now)
 
 
 @shared_task(name=reconcile.REPLICAS_ALL_TASK)
 def replicas_all_task() -> None:
-    """Periodic: every Deployment's and LeaderWorkerSet's pass, which replaces the Pods
-    Kueue stopped."""
-    deployments.sync_all(now=timezone.now())
-    leaderworkersets.sync_all(now=timezone.now())
+    """Periodic: every Deployment's, StatefulSet's and LeaderWorkerSet's pass, which
+    replaces the Pods Kueue stopped."""
+    now = timezone.now()
+    deployments.sync_all(now=now)
+    statefulsets.sync_all(now=now)
+    leaderworkersets.sync_all(now=now)

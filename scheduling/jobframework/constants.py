@@ -20,6 +20,9 @@ PROVREQ_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
 # The Workload condition of a group whose members are gone or failed: Kueue does not admit
 # it again until they are replaced.
 WAITING_FOR_REPLACEMENT_PODS = "WaitingForReplacementPods"
+# The QuotaReserved=False reason of a Workload whose quota its owner released on purpose
+# (a StatefulSet scaled to 0): kept, still active, but out of its queue until the hold ends.
+WORKLOAD_ON_HOLD = "OnHold"
 
 DEFAULT_LOCAL_QUEUE_NAME = "default"
 DEFAULT_PRIORITY_CLASS_NAME = "default"

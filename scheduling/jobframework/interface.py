@@ -167,6 +167,11 @@ class JobKind(ABC):
     plays their ReplicaSet controller (``scheduling.deployments``), asked for at once when
     an object is created or changed, besides its periodic pass."""
 
+    prebuilds_group_workloads: bool = False
+    """Its objects' Workloads are built for them up front, before any pod exists (Kueue's
+    prebuilt Workloads of a StatefulSet): pod-group Workloads linked to the object, each run
+    by the job reconciler through the jobs whose group name is the Workload's name."""
+
     def accepts_implicitly(self, manifest: Mapping[str, Any]) -> bool:
         """Whether the kind, enabled only implicitly by another framework, takes this object:
         one created for that framework's object. Default: no."""
@@ -357,6 +362,14 @@ class GenericJob(JobKind):
         metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
         copied = {k: v for k, v in manifest.items() if k != "status"}
         return self.suspend({**self.without_managed_by(copied), "metadata": metadata})
+
+    def multikueue_status(
+        self, manifest: Mapping[str, Any], status: Mapping[str, Any],
+        remote_status: Mapping[str, Any], *, now: datetime,
+    ) -> dict[str, Any]:
+        """The status the hub's object (``manifest`` with its ``status``) takes from its copy
+        on the MultiKueue worker (Kueue's adapter ``SyncJob``): the remote status whole."""
+        return dict(remote_status)
 
     def remote_object(self, manifest: Mapping[str, Any], spec: Mapping[str, Any], *,
                       namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from scheduling.jobs.raycluster import RayCluster
 from scheduling.jobs.rayjob import RayJob
 from scheduling.jobs.rayservice import RayService
 from scheduling.jobs.sparkapplication import SparkApplication
+from scheduling.jobs.statefulset import StatefulSet
 from scheduling.jobs.trainjob import TrainJob
 
 register(BatchJob())
@@ -36,4 +37,5 @@ register(TrainJob())
 register(CronJob())
 register(Pod())
 register(Deployment())
+register(StatefulSet())
 register(LeaderWorkerSet())

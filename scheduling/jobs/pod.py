@@ -69,6 +69,10 @@ SUSPENDING_PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"
 TERMINATION_TARGET = "TerminationTarget"
 TERMINATION_REASON = "StoppedByKueue"
 TERMINATED_PHASES = ("Succeeded", "Failed")
+# What the API server says of a pod that still has scheduling gates.
+POD_SCHEDULED = "PodScheduled"
+SCHEDULING_GATED_REASON = "SchedulingGated"
+SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 _RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _DNS_SUBDOMAIN_MAX = 253
 
@@ -198,6 +202,8 @@ class PodController(SimulatedController):
             new_status = pod_status(status, phase=pod.phase, ready=pod.ready, now=now)
             if pod.node_name:
                 new_status["nodeName"] = pod.node_name
+                new_status["conditions"] = cond.set_condition(
+                    new_status["conditions"], POD_SCHEDULED, True, "", "", now=now)
         else:
             new_status = pod_status(status, phase=status.get("phase", "Pending"),
                                     ready=False, now=now)
@@ -335,6 +341,26 @@ class Pod(GenericJob, JobGroup):
 
     # --- status --------------------------------------------------------------------------
 
+    def multikueue_status(
+        self, manifest: Mapping[str, Any], status: Mapping[str, Any],
+        remote_status: Mapping[str, Any], *, now: datetime,
+    ) -> dict[str, Any]:
+        """The worker pod's status, except that the hub's pod, gated for good, keeps
+        ``PodScheduled=False/SchedulingGated`` until the worker's pod is scheduled: copied
+        as the worker says it (``Unschedulable``), it would make the hub's autoscaler add
+        nodes for a pod that never runs there."""
+        result = copy.deepcopy(dict(remote_status))
+        remote = cond.find(result.get("conditions") or [], POD_SCHEDULED)
+        if not is_gated(manifest) or (remote is not None and remote.get("status") == "True"):
+            return result
+        local = cond.find(status.get("conditions") or [], POD_SCHEDULED)
+        if local is None:  # as the API server sets it on the gated pod
+            (local,) = cond.set_condition([], POD_SCHEDULED, False, SCHEDULING_GATED_REASON,
+                                          SCHEDULING_GATED_MESSAGE, now=now)
+        result["conditions"] = [*(c for c in result.get("conditions") or []
+                                  if c.get("type") != POD_SCHEDULED), local]
+        return result
+
     def resumed_status(self, status: Mapping[str, Any], *, now: datetime) -> dict[str, Any]:
         return {**status, "phase": status.get("phase", "Pending")}
 
@@ -404,8 +430,15 @@ class Pod(GenericJob, JobGroup):
         return GroupComposition([pod_sets[name] for name in sorted(pod_sets)])
 
     def absent_members(self, members: Sequence[Mapping[str, Any]]) -> int:
+        """The members missing from ``total``; with fast admission (Kueue's
+        ``countAbsentPods``), one while none is present, else none: such a group starts
+        with the members it has and takes the others as they come."""
         present = [m for m in members if (m.get("status") or {}).get("phase") != "Failed"]
-        return max(group_total(members[0]) - len(present), 0) if members else 0
+        if not members:
+            return 0
+        if _annotations(members[0]).get(FAST_ADMISSION_ANNOTATION) == "true":
+            return int(not present and group_total(members[0]) > 0)
+        return max(group_total(members[0]) - len(present), 0)
 
     def group_report(self, members: Sequence[Mapping[str, Any]]) -> JobReport:
         """Kueue's ``Finished``, ``PodsReady`` and ``ReclaimablePods`` for a group: finished

@@ -1295,6 +1295,9 @@ def _requeue(cluster_id: int, cluster_queue_ids: set[int] | None, *, now: dateti
     parked = cond.filter_by_condition(parked, "Requeued", "False", present=False)
     parked = cond.filter_by_condition(parked, jobframework.WAITING_FOR_REPLACEMENT_PODS, "True",
                                       present=False)
+    # A workload on hold (a StatefulSet scaled to 0) stays out until its owner lifts it.
+    parked = cond.filter_by_condition(parked, "QuotaReserved", "False", present=False,
+                                      reason=jobframework.WORKLOAD_ON_HOLD)
     # Both kinds of parking end together (one write lock on SQLite, not one per statement).
     with transaction.atomic(savepoint=False):
         shapes.delete()

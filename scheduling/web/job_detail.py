@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 from kueueweb.roles import can_operate_in
 from multicluster.choices import PodPhase
 from multicluster.models import Pod
-from scheduling import deployments, jobframework, leaderworkersets, services
+from scheduling import deployments, jobframework, leaderworkersets, services, statefulsets
 from scheduling.jobframework import registry
 from scheduling.jobs import deployment as deployment_kind
 from scheduling.jobs import leaderworkerset as lws_kind
@@ -103,12 +103,16 @@ def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
 
 
 def _serving(job: Job) -> dict[str, Any] | None:
-    """A Deployment or a LeaderWorkerSet serves until deleted: its replicas (Pods; groups
-    of Pods) as desired and ready, and its Pods, each a job; a Deployment's each with its
-    own workload, a LeaderWorkerSet's with their group's."""
+    """A Deployment, a StatefulSet or a LeaderWorkerSet serves until deleted: its replicas
+    (Pods; a LeaderWorkerSet's, groups of Pods) as desired and ready, and its Pods, each a
+    job: a Deployment's each with its own workload, a StatefulSet's members of its one
+    group workload, a LeaderWorkerSet's members of their group's."""
     if deployments.manages(job):
         desired, children = deployment_kind.replicas(job.manifest), deployments.owned_pods(job)
         note = "each Pod is queued on its own"
+    elif statefulsets.manages(job):
+        desired, children = deployment_kind.replicas(job.manifest), statefulsets.owned_pods(job)
+        note = "the Pods are admitted together, as one group"
     elif leaderworkersets.manages(job):
         desired, children = lws_kind.replicas(job.manifest), leaderworkersets.owned_pods(job)
         note = (f"groups of {lws_kind.size(job.manifest)} Pods, each group queued as one "

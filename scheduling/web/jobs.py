@@ -23,6 +23,7 @@ from scheduling.jobs import examples as job_examples
 from scheduling.manifests import yamlio
 from scheduling.models import LocalQueue
 from scheduling.web.forms import JobSubmitForm, field_errors
+from scheduling.web.slices import job_url
 from scheduling.web.workloads import reader_required
 
 
@@ -57,12 +58,14 @@ class Example:
 
 
 def examples() -> list[Example]:
-    """The example manifest of every enabled kind that has one, the batch/v1 Job first."""
+    """The example manifest of every enabled kind that has one, the batch/v1 Job first; a
+    kind that makes no Workload is offered with the framework that enables it (a CronJob
+    with ``batch/job``)."""
     config: Mapping[str, Any] = settings.KUEUEWEB
     enabled = registry.enabled_names(config)
     found = []
-    for integration in registry.registered():
-        text = job_examples.example_for(integration) if integration.framework_name in enabled else None
+    for integration in registry.all_kinds():
+        text = job_examples.example_for(integration) if integration.enabled_with in enabled else None
         if text is not None:
             found.append(Example(integration.kind, f"{integration.kind} ({integration.api_version})",
                                  text))
@@ -96,8 +99,10 @@ def job_new(request: HttpRequest) -> HttpResponse:
                     form.add_error("namespace", str(exc))
                 else:
                     workload = job.workloads.order_by("id").first()
-                    if workload is None:  # pragma: no cover - submit_job always creates one
-                        return HttpResponseRedirect(reverse("ui-workloads"))
+                    if workload is None:
+                        # A kind that makes no Workload (a CronJob, a Deployment), or a pod
+                        # whose group is not complete yet: its own page.
+                        return HttpResponseRedirect(job_url(job))
                     return HttpResponseRedirect(reverse("ui-workload", kwargs={
                         "cluster": job.cluster.name, "namespace": workload.namespace,
                         "name": workload.name}))

@@ -488,6 +488,11 @@ def workload_action(
                 return HttpResponseRedirect(detail_url)
             job_name = wl.job.name
             services.delete_job(wl.job)
+            if Workload.objects.filter(pk=wl.pk).exists():
+                # A pod group's Workload outlives one member while others remain.
+                messages.success(request, f"{wl.job.kind} {wl.namespace}/{job_name} deleted; "
+                                 f"workload {label} waits for a replacement.")
+                return HttpResponseRedirect(detail_url)
             messages.success(request, f"Job {wl.namespace}/{job_name} and its workloads deleted.")
             return HttpResponseRedirect(reverse("ui-workloads"))
     except (services.ConflictError, ValidationError, PermissionDenied) as exc:

@@ -47,33 +47,41 @@ class _HasCondition(Func):
 
     output_field = BooleanField()
 
-    def __init__(self, column: str, type_: str, status: str) -> None:
+    def __init__(self, column: str, type_: str, status: str, reason: str | None = None) -> None:
         super().__init__(F(column))
-        self.wanted = (type_, status)
+        self.wanted = (type_, status) if reason is None else (type_, status, reason)
 
     def as_sql(self, compiler: Any, connection: Any, function: str | None = None,
                template: str | None = None, arg_joiner: str | None = None,
                **extra_context: Any) -> tuple[str, list[Any]]:
         column, params = compiler.compile(self.source_expressions[0])
+        reason = " AND json_extract(value, '$.reason') = %s" if len(self.wanted) > 2 else ""
         return (f"EXISTS (SELECT 1 FROM json_each({column}) "
                 "WHERE json_extract(value, '$.type') = %s "
-                "AND json_extract(value, '$.status') = %s)", [*params, *self.wanted])
+                f"AND json_extract(value, '$.status') = %s{reason})", [*params, *self.wanted])
 
 
-def condition_q(queryset: QuerySet[_M], type_: str, status: str) -> tuple[QuerySet[_M], Q]:
+def condition_q(queryset: QuerySet[_M], type_: str, status: str,
+                reason: str | None = None) -> tuple[QuerySet[_M], Q]:
     """``queryset`` (with the alias SQLite needs) and a ``Q`` that holds for its rows whose
-    ``conditions`` have ``type_``=``status``: for combining with other lookups (``|``, ``~``)."""
+    ``conditions`` have ``type_``=``status`` (with ``reason``, when given): for combining
+    with other lookups (``|``, ``~``)."""
+    wanted = {"type": type_, "status": status}
+    if reason is not None:
+        wanted["reason"] = reason
     if connections[queryset.db].vendor == "postgresql":
-        return queryset, Q(conditions__contains=[{"type": type_, "status": status}])
-    alias = f"_has_{type_.lower()}_{status.lower()}"
-    return (queryset.alias(**{alias: _HasCondition("conditions", type_, status)}),
+        return queryset, Q(conditions__contains=[wanted])
+    alias = "_has_" + "_".join(value.lower() for value in wanted.values())
+    return (queryset.alias(**{alias: _HasCondition("conditions", type_, status, reason)}),
             Q(**{alias: True}))
 
 
 def filter_by_condition(
-    queryset: QuerySet[_M], type_: str, status: str, *, present: bool = True
+    queryset: QuerySet[_M], type_: str, status: str, *, present: bool = True,
+    reason: str | None = None,
 ) -> QuerySet[_M]:
-    """Rows whose ``conditions`` hold (``present``) or lack a condition ``type_``=``status``,
-    decided in the database: JSON containment on PostgreSQL, ``json_each`` on SQLite."""
-    flagged, matches = condition_q(queryset, type_, status)
+    """Rows whose ``conditions`` hold (``present``) or lack a condition ``type_``=``status``
+    (with ``reason``, when given), decided in the database: JSON containment on PostgreSQL,
+    ``json_each`` on SQLite."""
+    flagged, matches = condition_q(queryset, type_, status, reason)
     return flagged.filter(matches) if present else flagged.exclude(matches)

@@ -36,7 +36,7 @@ from kueueweb import live, reconcile
 from scheduling.cache.snapshots import epoch as _epoch
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core import lifecycle as core
-from scheduling.jobframework.constants import WAITING_FOR_REPLACEMENT_PODS
+from scheduling.jobframework.constants import WAITING_FOR_REPLACEMENT_PODS, WORKLOAD_ON_HOLD
 from scheduling.jobframework.interface import JobReport
 from scheduling.metrics import prometheus
 from scheduling.models import ClusterQueue, Event, LocalQueue, Workload, name_order
@@ -229,23 +229,76 @@ def set_waiting_for_replacement(wl: Workload, absent: int, *, now: datetime) -> 
             reason, message = str(evicted.get("reason")), str(evicted.get("message", ""))
         else:
             reason, message = "PodsFailed", "Some Failed pods need replacement"
-        if current is not None and (current.get("status"), current.get("reason"),
-                                    current.get("message")) == ("True", reason, message):
+        # Not admissible meanwhile (Kueue's ``IsAdmissible``): a pending one leaves its queue.
+        park = wl.phase == WorkloadPhase.PENDING and wl.queue_state != QueueState.INADMISSIBLE
+        if not park and current is not None and (
+                current.get("status"), current.get("reason"),
+                current.get("message")) == ("True", reason, message):
             return False
-        return _save(wl, conditions=cond.set_condition(
-            wl.conditions, WAITING_FOR_REPLACEMENT_PODS, True, reason, message, now=now))
+        absent_changes: dict[str, Any] = {"conditions": cond.set_condition(
+            wl.conditions, WAITING_FOR_REPLACEMENT_PODS, True, reason, message, now=now)}
+        if park:
+            absent_changes["queue_state"] = QueueState.INADMISSIBLE
+        return _save(wl, **absent_changes)
     if current is None or current.get("status") != "True":
         return False
     changes: dict[str, Any] = {"conditions": cond.set_condition(
         wl.conditions, WAITING_FOR_REPLACEMENT_PODS, False, "PodsReady",
         "No pods need replacement", now=now)}
-    pending = wl.phase == WorkloadPhase.PENDING
+    pending = wl.phase == WorkloadPhase.PENDING and not is_on_hold(wl)
     if pending:
         changes["queue_state"] = QueueState.ACTIVE
     if not _save(wl, **changes):
         return False
     if pending:
         admission.request_admission(domain_of(wl))
+    return True
+
+
+def is_on_hold(wl: Workload) -> bool:
+    """Kueue's ``IsOnHold``: ``QuotaReserved=False`` with reason ``OnHold``."""
+    held = cond.find(wl.conditions, "QuotaReserved")
+    return held is not None and (held.get("status"), held.get("reason")) == (
+        "False", WORKLOAD_ON_HOLD)
+
+
+def put_on_hold(wl: Workload, message: str, *, now: datetime) -> bool:
+    """Release the quota ``wl`` holds on its owner's behalf and keep it out of its queue
+    (Kueue's ``UnsetQuotaReservationWithCondition`` with reason ``OnHold``: a StatefulSet
+    scaled to 0). Unlike an eviction there is nothing to stop first and no requeue; unlike
+    a deactivation the workload stays active, so lifting the hold queues it again. True
+    when the workload changed."""
+    if is_on_hold(wl) or wl.phase not in (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED):
+        return False
+    freed = wl.cluster_queue_id
+    conditions = cond.set_condition(wl.conditions, "QuotaReserved", False, WORKLOAD_ON_HOLD,
+                                    message, now=now)
+    conditions = cond.set_condition(conditions, "Admitted", False, "NoReservation",
+                                    "The workload has no reservation", now=now)
+    if not _save(wl, phase=WorkloadPhase.PENDING, admission=None, cluster_queue=None,
+                 quota_reserved_at=None, admission_check_states=[], conditions=conditions,
+                 queue_state=QueueState.INADMISSIBLE, reclaimable_pods=[], preempting=False,
+                 cluster_name="", nominated_cluster_names=[]):
+        return False
+    if freed is not None:
+        admission.on_quota_released(domain_of(wl), [freed], now=now)
+    return True
+
+
+def clear_on_hold(wl: Workload, *, now: datetime) -> bool:
+    """Lift the hold (Kueue's ``clearOnHold``): ``QuotaReserved=False`` becomes ``Pending``
+    and the workload goes back to its queue, where it waits for quota as any other. True
+    when the workload changed."""
+    if not is_on_hold(wl):
+        return False
+    conditions = cond.set_condition(
+        wl.conditions, "QuotaReserved", False, "Pending",
+        "Workload no longer on hold; waiting for quota reservation", now=now)
+    waiting = cond.is_true(conditions, WAITING_FOR_REPLACEMENT_PODS)
+    if not _save(wl, conditions=conditions,
+                 queue_state=QueueState.INADMISSIBLE if waiting else QueueState.ACTIVE):
+        return False
+    admission.request_admission(domain_of(wl))
     return True
 
 

@@ -16,6 +16,7 @@ from django.conf import settings as django_settings
 from rest_framework.test import APIClient
 
 from kueueweb import reconcile
+from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
 from scheduling import cronjobs, jobframework
 from scheduling.choices import WorkloadPhase
@@ -28,6 +29,7 @@ from scheduling.jobs.cronjob import (
 )
 from scheduling.models import ClusterQueue, Event, Job, LocalQueue, Workload
 from tests.fixtures.scheduling import Reconcilers
+from tests.multicluster.test_dispatch import Everything, hub  # noqa: F401  (the fixture)
 
 SAMPLE = (Path(__file__).resolve().parents[2] / "fixtures" / "kueue_examples" / "jobs"
           / "sample-cronjob.yaml")
@@ -486,3 +488,36 @@ def test_a_cronjob_is_shown_and_listed_but_has_nothing_to_scale(
                                    format="json")
     assert scaled.status_code == 400, scaled.json()
     assert "makes no Workload" in str(scaled.json())
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("hub")
+def test_a_cronjobs_job_in_a_multikueue_queue_runs_on_a_worker_and_finishes_on_the_hub(
+) -> None:
+    """The CronJob stays on the hub; each Job it creates is dispatched like a submitted Job."""
+    from scheduling import services
+
+    Job.objects.all().delete()
+    manifest = sample()
+    manifest["metadata"].pop("namespace")
+    manifest["spec"]["jobTemplate"]["metadata"]["labels"][QUEUE] = "multikueue-queue"
+    manager = Cluster.objects.get(role=ClusterRole.MANAGER)
+    cronjob = services.submit_job(manifest, namespace="research", cluster=manager)
+    due = first_due(cronjob)
+    everything = Everything()
+
+    cronjobs.sync_all(now=due)
+    everything.step(due)
+
+    (child,) = [job for job in children(cronjob) if job.cluster_id == manager.pk]
+    (wl,) = Workload.objects.filter(job=child)
+    assert wl.cluster_name  # the winning worker
+    copy_ = Job.objects.get(cluster__name=wl.cluster_name, name=child.name)
+    assert copy_.kind == "Job"
+    assert not Job.objects.filter(cluster__name=wl.cluster_name, kind="CronJob").exists()
+
+    everything.step(due + timedelta(seconds=40))
+    everything.step(due + timedelta(seconds=45))
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.FINISHED
+    assert succeeded(child)

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from django.contrib.auth.models import User
+from django.urls import reverse
 
+from multicluster import dispatch
+from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
 from multicluster.models import Pod as ClusterPod
 from scheduling import jobframework, services
@@ -21,7 +25,9 @@ from scheduling.choices import EventType, QueueState, WorkloadPhase
 from scheduling.jobs import pod as pods
 from scheduling.models import ClusterQueue, Event, Job, LocalQueue, Workload
 from scheduling.workload import conditions as cond
+from tests.fixtures.accounts import ui_client_for
 from tests.fixtures.scheduling import Reconcilers
+from tests.multicluster.test_dispatch import Everything, at, hub  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -181,6 +187,17 @@ def test_a_group_finishes_when_all_succeeded_or_when_none_runs_and_one_may_not_r
 # --- On the simulated cluster ----------------------------------------------------------------
 
 
+def assert_succeeded(wl: Workload, members: list[Job]) -> None:
+    """The group's Workload finished successfully, every member pod Succeeded."""
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.FINISHED
+    finished = cond.find(wl.conditions, "Finished")
+    assert (finished["reason"], finished["message"]) == ("Succeeded", "Pods succeeded: 2/2.")
+    for job in members:
+        job.refresh_from_db()
+        assert job.status["phase"] == "Succeeded"
+
+
 def _submit_sample() -> list[Job]:
     return sorted((submit(m) for m in sample()), key=lambda j: j.name)
 
@@ -210,13 +227,7 @@ def test_the_sample_group_is_admitted_as_one_and_runs_to_completion(
 
     reconcilers.step(t0 + timedelta(seconds=60))
 
-    wl.refresh_from_db()
-    assert wl.phase == WorkloadPhase.FINISHED
-    finished = cond.find(wl.conditions, "Finished")
-    assert (finished["reason"], finished["message"]) == ("Succeeded", "Pods succeeded: 2/2.")
-    for job in members:
-        job.refresh_from_db()
-        assert job.status["phase"] == "Succeeded"
+    assert_succeeded(wl, members)
 
 
 @pytest.mark.usefixtures("enabled", "queue")
@@ -270,3 +281,175 @@ def test_an_evicted_group_deletes_its_members_and_waits_for_their_replacements(
     wl.refresh_from_db()
     assert wl.phase == WorkloadPhase.FINISHED
     assert cond.find(wl.conditions, "Finished")["message"] == "Pods succeeded: 2/2."
+
+
+# --- Deleting a member -----------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("enabled", "queue")
+def test_deleting_the_member_the_workload_is_linked_to_keeps_it_for_a_replacement(
+    reconcilers: Reconcilers, t0: datetime,
+) -> None:
+    first, second = _submit_sample()
+    wl = group_workload()
+    assert wl.job_id == first.pk
+
+    services.delete_job(first)
+
+    # Kueue's group Workload is owned by every member: it stays, linked to the other one,
+    # and is not admissible until the deleted pod is replaced.
+    wl.refresh_from_db()
+    assert wl.job_id == second.pk
+    assert wl.phase == WorkloadPhase.PENDING
+    assert wl.queue_state == QueueState.INADMISSIBLE
+    waiting = cond.find(wl.conditions, WAITING)
+    assert (waiting["status"], waiting["reason"]) == ("True", "PodsFailed")
+    reconcilers.step(t0)
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.PENDING
+    assert not ClusterPod.objects.exists()
+
+    (replacement,) = [submit(m) for m in sample()[:1]]
+
+    wl.refresh_from_db()
+    assert Workload.objects.count() == 1
+    assert cond.find(wl.conditions, WAITING)["status"] == "False"
+    assert wl.queue_state == QueueState.ACTIVE
+    reconcilers.step(t0 + timedelta(seconds=1))
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.ADMITTED
+    for job in (second, replacement):
+        assert ClusterPod.objects.filter(job=job).count() == 1
+    reconcilers.step(t0 + timedelta(seconds=60))
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.FINISHED
+    assert cond.find(wl.conditions, "Finished")["message"] == "Pods succeeded: 2/2."
+
+
+@pytest.mark.usefixtures("enabled", "queue")
+def test_a_running_group_keeps_its_workload_and_quota_until_its_last_member_is_deleted(
+    reconcilers: Reconcilers, t0: datetime,
+) -> None:
+    first, second = _submit_sample()
+    reconcilers.step(t0)
+    wl = group_workload()
+    assert wl.phase == WorkloadPhase.ADMITTED
+
+    services.delete_job(first)
+
+    wl.refresh_from_db()
+    assert (wl.job_id, wl.phase) == (second.pk, WorkloadPhase.ADMITTED)
+    assert wl.cluster_queue is not None
+    assert cond.find(wl.conditions, WAITING)["status"] == "True"
+    assert not ClusterPod.objects.filter(job_id=first.pk).exists()
+    # The remaining member runs on through the Workload now linked to it.
+    reconcilers.step(t0 + timedelta(seconds=3))
+    second.refresh_from_db()
+    assert second.status["phase"] == "Running"
+
+    services.delete_job(second)
+
+    assert not Workload.objects.exists()
+    assert not Job.objects.exists()
+
+
+@pytest.mark.usefixtures("enabled", "queue")
+def test_the_delete_control_of_a_group_workload_deletes_one_member_and_stays_on_the_workload(
+    admin_user: User,
+) -> None:
+    first, second = _submit_sample()
+    wl = group_workload()
+    page = reverse("ui-workload", kwargs={"cluster": wl.cluster.name, "namespace": "default",
+                                          "name": wl.name})
+
+    response = ui_client_for(admin_user).post(page + "actions/delete-job/", follow=True)
+
+    assert response.redirect_chain == [(page, 302)]
+    assert (f"Pod default/{first.name} deleted; workload default/sample-group waits for a "
+            "replacement.") in response.content.decode()
+    assert not Job.objects.filter(pk=first.pk).exists()
+    assert Workload.objects.get(pk=wl.pk).job_id == second.pk
+
+
+# --- MultiKueue ------------------------------------------------------------------------------
+
+
+def test_the_sample_group_runs_on_one_worker_and_finishes_on_the_hub_whose_pods_stay_gated(
+    hub: Cluster, t0: datetime, enabled: None,  # noqa: F811
+) -> None:
+    everything = Everything()
+    Job.objects.all().delete()
+    members = []
+    for manifest in sample():
+        manifest["metadata"]["labels"][jobframework.QUEUE_NAME_LABEL] = "multikueue-queue"
+        members.append(services.submit_job(manifest, namespace="research", cluster=hub))
+    members.sort(key=lambda j: j.name)
+
+    everything.step(t0)
+
+    wl = Workload.objects.get(cluster=hub, name="sample-group")
+    (state,) = wl.admission_check_states
+    assert state["state"] == "Ready"
+    winner = Cluster.objects.get(name=wl.cluster_name)
+    # One Workload, on the winner only, with the group's pod set.
+    (remote_wl,) = Workload.objects.filter(cluster__role=ClusterRole.WORKER)
+    assert (remote_wl.cluster, remote_wl.name) == (winner, "sample-group")
+    assert remote_wl.pod_sets == wl.pod_sets
+    assert remote_wl.annotations[pods.IS_GROUP_WORKLOAD_ANNOTATION] == "true"
+    # Every member is copied there, in the group, with the group's Workload as prebuilt.
+    copies = sorted(Job.objects.filter(cluster=winner), key=lambda j: j.name)
+    assert [(j.kind, j.name, j.group_name) for j in copies] == [
+        ("Pod", m.name, "sample-group") for m in members]
+    for copy_ in copies:
+        metadata = copy_.manifest["metadata"]
+        assert metadata["labels"][jobframework.PREBUILT_WORKLOAD_LABEL] == "sample-group"
+        assert metadata["labels"][dispatch.MULTIKUEUE_ORIGIN_LABEL] == "multikueue"
+        assert metadata["labels"][pods.GROUP_NAME_LABEL] == "sample-group"
+        assert metadata["annotations"][pods.GROUP_TOTAL_COUNT_ANNOTATION] == "2"
+    assert remote_wl.job_id == copies[0].pk
+    assert not Job.objects.filter(cluster__name="worker-1" if winner.name == "worker-2"
+                                  else "worker-2").exists()
+
+    everything.step(at(t0, 3))
+    assert ClusterPod.objects.filter(cluster=winner).count() == 2
+    assert not ClusterPod.objects.filter(cluster=hub).exists()  # the hub runs no pods
+    everything.step(at(t0, 4))
+    wl.refresh_from_db()
+    assert cond.is_true(wl.conditions, "PodsReady")
+    for job in members:
+        job.refresh_from_db()
+        # The worker's status, while the hub's pod stays gated.
+        assert job.status["phase"] == "Running"
+        assert cond.is_true(job.status["conditions"], pods.POD_SCHEDULED)
+        assert pods.is_gated(job.manifest)
+
+    everything.step(at(t0, 60))
+    assert_succeeded(wl, members)
+    # Finished on the hub: every member's copy goes with the remote Workload.
+    everything.step(at(t0, 61))
+    assert not Workload.objects.filter(cluster__role=ClusterRole.WORKER).exists()
+    assert not Job.objects.filter(cluster=winner).exists()
+
+
+def test_a_hub_pod_keeps_scheduling_gated_until_the_workers_pod_is_scheduled() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    hub_pod = KIND.default(member("p"))
+    unschedulable = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+
+    status = KIND.multikueue_status(hub_pod, {}, unschedulable, now=now)
+
+    assert status["phase"] == "Pending"
+    assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
+        ("PodScheduled", "False", "SchedulingGated")]
+    # Kept as it is on later passes.
+    assert KIND.multikueue_status(hub_pod, status, unschedulable, now=now) == status
+
+    scheduled = {"phase": "Running", "conditions": [
+        {"type": "PodScheduled", "status": "True", "reason": "", "message": "",
+         "lastTransitionTime": "2026-01-01T00:00:05Z"}]}
+    assert KIND.multikueue_status(hub_pod, status, scheduled, now=now) == scheduled
+    # A pod that is not gated takes the worker's status as it is.
+    ungated = KIND.run_with_pod_sets_info(hub_pod, [])
+    assert KIND.multikueue_status(ungated, {}, unschedulable, now=now) == unschedulable
