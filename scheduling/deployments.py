@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
@@ -28,13 +28,14 @@ from kueueweb import reconcile
 from kueueweb.roles import can_operate_in, submission_grant
 from scheduling import grants, services
 from scheduling.choices import EventType
+from scheduling.jobframework import JobKind
 from scheduling.jobs import pod as pods
 from scheduling.jobs.deployment import (
     POD_TEMPLATE_HASH_LABEL,
     ChildPod,
     Deployment,
 )
-from scheduling.models import Event, Job
+from scheduling.models import Event, Job, Workload
 from scheduling.validation import FieldError
 
 logger = logging.getLogger(__name__)
@@ -124,6 +125,28 @@ def create_pod(owner: Job, manifest: Mapping[str, Any], now: datetime,
     events.append(owner_event(owner, EventType.NORMAL, "SuccessfulCreate",
                               f"Created pod: {pod.name}", now))
     return True
+
+
+def prebuild_workload(owner: Job, kind: JobKind, *, name: str, pod_sets: list[dict[str, Any]],
+                      annotations: Mapping[str, str], now: datetime,
+                      events: list[Event]) -> Workload | None:
+    """Build a Workload for ``owner`` ahead of its Pods (``services.create_prebuilt_workload``:
+    a StatefulSet's, a LeaderWorkerSet group's); a refusal (its priority class deleted
+    since, the name taken) is the owner's ``FailedCreateWorkload`` warning, and the next
+    pass tries again."""
+    try:
+        with transaction.atomic():
+            return services.create_prebuilt_workload(owner, kind, name=name, pod_sets=pod_sets,
+                                                     annotations=annotations)
+    except ValidationError as error:
+        refusal = ("; ".join(f"{path}: {' '.join(messages)}"
+                             for path, messages in error.message_dict.items())
+                   if hasattr(error, "error_dict") else "; ".join(error.messages))
+    except services.ConflictError as error:
+        refusal = str(error)
+    events.append(owner_event(owner, EventType.WARNING, "FailedCreateWorkload",
+                              f"Error creating workload {name}: {refusal}", now))
+    return None
 
 
 def sync_all(*, now: datetime) -> None:

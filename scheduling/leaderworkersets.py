@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, QuerySet
 
@@ -27,7 +26,6 @@ from scheduling import deployments, services
 from scheduling.choices import EventType
 from scheduling.jobframework.constants import (
     COMPONENT_WORKLOAD_INDEX_ANNOTATION,
-    QUEUE_NAME_LABEL,
 )
 from scheduling.jobs import pod as pods
 from scheduling.jobs.leaderworkerset import (
@@ -59,9 +57,9 @@ def owned_pods(lws: Job) -> list[Job]:
 
 
 def group_workloads(lws: Job) -> dict[int, Workload]:
-    """The set's group Workloads, by group index."""
+    """The set's group Workloads, prebuilt for it and linked to it, by group index."""
     found: dict[int, Workload] = {}
-    for wl in services.owned_workloads(lws):
+    for wl in Workload.objects.filter(job=lws):
         index = (wl.annotations or {}).get(COMPONENT_WORKLOAD_INDEX_ANNOTATION, "")
         if index.isdigit():
             found[int(index)] = wl
@@ -95,9 +93,13 @@ def sync_leaderworkerset(lws_id: int, *, now: datetime) -> None:
             services.delete_job(children[name])
             events.append(deployments.owner_event(lws, EventType.NORMAL, "SuccessfulDelete",
                                  f"Deleted pod: {name}", now))
-        _follow_queue(lws, workloads.values())
+        services.follow_owner_queue(lws, workloads.values())
         for index in plan.create_workloads:
-            _create_workload(lws, index, now, events)
+            deployments.prebuild_workload(
+                lws, KIND, name=group_workload_name(lws.manifest, index),
+                pod_sets=KIND.pod_sets(lws.manifest),
+                annotations=KIND.workload_annotations(lws.manifest, index), now=now,
+                events=events)
         incomplete = {int(pod["metadata"]["labels"][GROUP_INDEX_LABEL])
                       for pod in plan.create_pods if not deployments.create_pod(lws, pod, now, events)}
         new_status = dict(plan.status)
@@ -109,32 +111,6 @@ def sync_leaderworkerset(lws_id: int, *, now: datetime) -> None:
             Job.objects.filter(pk=lws.pk).update(
                 status=new_status, resource_version=F("resource_version") + 1, updated_at=now)
         Event.objects.bulk_create(events)
-
-
-def _follow_queue(lws: Job, workloads: Any) -> None:
-    """The set's queue, moved while no group was ready, moves its groups' Workloads that
-    hold no quota (Kueue's reconciler keeps their queue name in sync)."""
-    queue = str(((lws.manifest.get("metadata") or {}).get("labels") or {}).get(
-        QUEUE_NAME_LABEL, ""))
-    for wl in workloads:
-        if queue and wl.queue_name != queue and not services.has_quota_reservation(wl):
-            services.update_workload(wl, {"spec": {"queueName": queue}})
-
-
-def _create_workload(lws: Job, index: int, now: datetime, events: list[Event]) -> None:
-    """Group ``index``'s Workload, pending in the set's queue before any of its Pods; a
-    refusal (the priority class deleted since) is a ``FailedCreate`` warning, and the next
-    pass tries again."""
-    name = group_workload_name(lws.manifest, index)
-    try:
-        with transaction.atomic():
-            services.create_group_workload(
-                lws, KIND, name=name, pod_sets=KIND.pod_sets(lws.manifest),
-                annotations=KIND.workload_annotations(lws.manifest, index))
-    except (ValidationError, services.ConflictError) as error:
-        message = "; ".join(error.messages) if isinstance(error, ValidationError) else str(error)
-        events.append(deployments.owner_event(lws, EventType.WARNING, "FailedCreate",
-                             f"Error creating workload {name}: {message}", now))
 
 
 def sync_all(*, now: datetime) -> None:

@@ -7,7 +7,7 @@ caller accepts and refuses exactly the same input.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from kueueweb import reconcile
@@ -28,7 +28,6 @@ from scheduling import cron, grants, jobframework
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.patch import merge_patch
 from scheduling.jobframework import registry
-from scheduling.jobframework.constants import JOB_OWNER_GVK_ANNOTATION, JOB_OWNER_NAME_ANNOTATION
 from scheduling.models import Event, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.scheduler import admission, bulk
 from scheduling.validation import FieldError, errors_to_dict
@@ -327,27 +326,46 @@ def _create_job_workload(
 
 
 def create_prebuilt_workload(owner: Job, kind: jobframework.JobKind, *, name: str,
-                             pod_sets: list[dict[str, Any]], labels: Mapping[str, str],
+                             pod_sets: list[dict[str, Any]],
                              annotations: Mapping[str, str]) -> Workload:
-    """A Workload built for ``owner`` before the pods it admits exist (Kueue's prebuilt
-    Workload of a StatefulSet), pending in the queue the owner names, with the priority of
-    the class it names (else its pod template's PriorityClass). Raises ValidationError (the
-    class does not exist) or ConflictError (the name is taken)."""
-    own_labels = (owner.manifest.get("metadata") or {}).get("labels") or {}
+    """A pod-group Workload built for ``owner`` before the pods it admits exist (Kueue's
+    prebuilt Workloads: a StatefulSet's one, a LeaderWorkerSet's one per group), linked to
+    the owner, which the job reconciler runs through the pods whose group name is
+    ``name`` (``job_reconciler.runs_through_members``); deleting the owner deletes it.
+    Pending in the queue the owner names, with the priority of the class it names (else
+    its pod templates' PriorityClass), its uid and the label keys to copy as labels.
+    Raises ValidationError (the class does not exist) or ConflictError (the name is
+    taken)."""
+    own_labels, labels_at = kind.queue_labels(owner.manifest)
     class_name = own_labels.get(jobframework.PRIORITY_CLASS_LABEL, "")
     request = jobframework.PriorityRequest(
         jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
-    path = jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
+    path = labels_at + jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
     pod_class = None if class_name else kind.pod_priority_class(owner.manifest)
     if pod_class is not None:
         request = jobframework.PriorityRequest(jobframework.POD_PRIORITY_CLASS_SOURCE,
                                                pod_class[0], None)
         path = pod_class[1]
     priority = _resolve_priority(request, cluster=owner.cluster, path=path, explicit_path=path)
-    return _insert_job_workload(
-        owner, name=name, queue_name=own_labels.get(jobframework.QUEUE_NAME_LABEL, ""),
+    labels = {key: str(own_labels[key]) for key in _kueue_settings()["LABEL_KEYS_TO_COPY"]
+              if key in own_labels}
+    labels[jobframework.JOB_UID_LABEL] = str(owner.uid)
+    workload = _insert_job_workload(
+        owner, name=name, queue_name=str(own_labels.get(jobframework.QUEUE_NAME_LABEL, "")),
         priority=priority, maximum_execution_time_seconds=None, pod_sets=pod_sets,
-        labels=dict(labels), annotations=dict(annotations))
+        labels=labels, annotations=dict(annotations))
+    admission.request_admission(owner.cluster.pk)
+    return workload
+
+
+def follow_owner_queue(owner: Job, workloads: Iterable[Workload]) -> None:
+    """The prebuilt Workloads of ``owner`` that hold no quota take the queue its label now
+    names (Kueue's reconcilers keep their queue name in sync with the owner's)."""
+    queue = str(((owner.manifest.get("metadata") or {}).get("labels") or {}).get(
+        jobframework.QUEUE_NAME_LABEL, ""))
+    for wl in workloads:
+        if queue and wl.queue_name != queue and not has_quota_reservation(wl):
+            update_workload(wl, {"spec": {"queueName": queue}})
 
 
 def _insert_job_workload(job: Job, *, name: str, queue_name: str, priority: tuple[str, str, int],
@@ -407,10 +425,6 @@ def _join_group(integration: jobframework.JobGroup, job: Job, priority: tuple[st
                 jobframework.label_path(integration.group_label),
                 f"workload {existing.name!r} exists and is not the Workload of group "
                 f"{job.group_name!r}")])
-        if existing.job_id is None:
-            # Created by the group's owner before any pod (a LeaderWorkerSet's group): it
-            # runs through the first member that joins.
-            Workload.objects.filter(pk=existing.pk, job__isnull=True).update(job=job)
         lifecycle.set_waiting_for_replacement(
             existing, integration.absent_members(manifests), now=timezone.now())
         return
@@ -452,48 +466,6 @@ def submit_for(owner: Job, manifest: Mapping[str, Any]) -> tuple[Job | None, str
         return None, str(error)
 
 
-def create_group_workload(owner: Job, integration: jobframework.JobKind, *, name: str,
-                          pod_sets: list[dict[str, Any]],
-                          annotations: Mapping[str, str]) -> Workload:
-    """The Workload of a pod group that ``owner`` creates before the group's pods (Kueue's
-    prebuilt Workload of a LeaderWorkerSet's group), pending in the owner's queue with the
-    owner's priority, and not linked to any job until the group's first pod joins
-    (``_join_group``). Raises ValidationError when the owner's priority class is gone, or
-    ConflictError when the name is taken."""
-    options = _kueue_settings()
-    labels, labels_at = integration.queue_labels(owner.manifest)
-    class_name = labels.get(jobframework.PRIORITY_CLASS_LABEL, "")
-    request = jobframework.PriorityRequest(
-        jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
-    path = labels_at + jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
-    pod_class = None if class_name else integration.pod_priority_class(owner.manifest)
-    if pod_class is not None:
-        request = jobframework.PriorityRequest(jobframework.POD_PRIORITY_CLASS_SOURCE,
-                                               pod_class[0], None)
-        path = pod_class[1]
-    class_name, class_source, value = _resolve_priority(request, cluster=owner.cluster,
-                                                        path=path, explicit_path=path)
-    if Workload.objects.filter(cluster=owner.cluster, namespace=owner.namespace,
-                               name=name).exists():
-        raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists')
-    queue_name = str(labels.get(jobframework.QUEUE_NAME_LABEL, ""))
-    wl_labels = {key: labels[key] for key in options["LABEL_KEYS_TO_COPY"] if key in labels}
-    wl_labels[jobframework.JOB_UID_LABEL] = str(owner.uid)
-    workload = save_new_workload(Workload(
-        cluster=owner.cluster, namespace=owner.namespace, name=name, job=None,
-        queue_name=queue_name,
-        local_queue=local_queue_for(owner.cluster, owner.namespace, queue_name),
-        priority_class_name=class_name, priority_class_source=class_source, priority=value,
-        pod_sets=pod_sets, labels=wl_labels, annotations=dict(annotations)))
-    Event.objects.create(
-        cluster=owner.cluster, workload=workload, object_kind=owner.kind,
-        object_namespace=owner.namespace, object_name=owner.name, type=EventType.NORMAL,
-        reason="CreatedWorkload", message=f"Created Workload: {workload.namespace}/{workload.name}",
-        created_at=workload.created_at)
-    admission.request_admission(owner.cluster.pk)
-    return workload
-
-
 def find_job(jobs: QuerySet[Job], name: str, *, kind: str | None = None) -> Job | None:
     """The job called ``name`` among ``jobs`` (one namespace), of ``kind`` when given:
     ``Kind`` (case-insensitive, as kubectl reads it) or ``Kind.group``. None when there is
@@ -524,37 +496,10 @@ def delete_job(job: Job) -> None:
     with transaction.atomic():
         doomed = _with_dependents(job)
         _hand_over_group_workloads(doomed, now=timezone.now())
-        owned = _owned_workloads(doomed)
-        # A group Workload its owner made (a LeaderWorkerSet's) outlives the last member pod
-        # it runs through: it waits, unlinked, for that pod's replacement, unless the owner
-        # goes too.
-        Workload.objects.filter(job__in=doomed).exclude(pk__in=owned).filter(
-            annotations__has_key=JOB_OWNER_NAME_ANNOTATION).update(job=None)
-        gone = Workload.objects.filter(Q(job__in=doomed) | Q(pk__in=owned))
-        freed = _reserving_queue_ids(gone)
-        gone.delete()
+        freed = _reserving_queue_ids(Workload.objects.filter(job__in=doomed))
+        Workload.objects.filter(job__in=doomed).delete()
         Job.objects.filter(pk__in=[j.pk for j in doomed]).delete()
         _after_removal(job.cluster_id, freed)  # type: ignore[arg-type]
-
-
-# What of ``<kind>-<owner>`` the shortest Workload names keep (63 less ``-<hash of 5>``).
-_OWNED_PREFIX_LENGTH = 57
-
-
-def owned_workloads(owner: Job) -> list[Workload]:
-    """The Workloads whose owner annotations name ``owner`` (a LeaderWorkerSet's groups'),
-    named as Kueue names them, ``<kind>-<owner>...``."""
-    gvk = f"{owner.api_version}, Kind={owner.kind}"
-    candidates = Workload.objects.filter(
-        cluster_id=owner.cluster_id, namespace=owner.namespace,  # type: ignore[misc]
-        name__startswith=f"{owner.kind.lower()}-{owner.name}"[:_OWNED_PREFIX_LENGTH])
-    return [wl for wl in candidates
-            if (wl.annotations or {}).get(JOB_OWNER_NAME_ANNOTATION) == owner.name
-            and (wl.annotations or {}).get(JOB_OWNER_GVK_ANNOTATION) == gvk]
-
-
-def _owned_workloads(jobs: Sequence[Job]) -> list[int]:
-    return [wl.pk for job in jobs for wl in owned_workloads(job)]
 
 
 def _hand_over_group_workloads(doomed: Sequence[Job], *, now: datetime) -> None:

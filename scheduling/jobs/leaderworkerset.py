@@ -15,11 +15,13 @@ validated, its queue checked at submission), and:
   priority-class rules, and, the set being managed, the templates' shapes (what makes a
   pod's role) and ``size`` unchanged, since a group Workload's pod sets never change;
 * the Workload of group ``i`` (``group_workload_name``: ``leaderworkerset-<name>-<i>-<h5>``,
-  the hash over ``<name>-<i>``) is created before its Pods (``pod_sets``: ``leader`` 1 +
-  ``worker`` size - 1, or ``main`` size), so admission does not wait for them;
+  the hash over ``<name>-<i>``) is prebuilt before its Pods (``pod_sets``: ``leader`` 1 +
+  ``worker`` size - 1, or ``main`` size), so admission does not wait for them; like a
+  StatefulSet's, it belongs to the set (``prebuilds_group_workloads``);
 * each Pod is stamped as a member of its group's pod group (``pod_for``): group name = the
   Workload's name, total count = ``size``, role hash ``leader``, ``worker`` or ``main``;
-  the job reconciler ungates the group's Pods together once its Workload is admitted;
+  the job reconciler runs the set through those members, ungating a group's Pods together
+  once its Workload is admitted;
 * the controller's decisions are pure here (``plan``) and applied by
   ``scheduling.leaderworkersets``: one Workload and ``size`` Pods per group below
   ``replicas``; the groups above it go with their Workloads; Pods that Kueue stopped are
@@ -43,8 +45,6 @@ from scheduling.core.fields import FieldError
 from scheduling.jobframework.constants import (
     COMPONENT_WORKLOAD_INDEX_ANNOTATION,
     DEFAULT_POD_SET_NAME,
-    JOB_OWNER_GVK_ANNOTATION,
-    JOB_OWNER_NAME_ANNOTATION,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
 )
@@ -53,7 +53,10 @@ from scheduling.jobframework.validation import (
     int_value,
     object_map,
 )
-from scheduling.jobframework.workload import workload_name_for_owner
+from scheduling.jobframework.workload import (
+    prebuilt_workload_annotations,
+    workload_name_for_owner,
+)
 from scheduling.jobs.deployment import queue_update_errors, template_pod_errors, validate_parent
 from scheduling.jobs.pod import (
     GROUP_NAME_LABEL,
@@ -65,7 +68,7 @@ from scheduling.jobs.pod import (
     SERVING_ANNOTATION,
     SUSPENDING_PARENT_ANNOTATION,
     Pod,
-    spec_shape,
+    shape_changes,
 )
 
 FRAMEWORK_NAME = "leaderworkerset.x-k8s.io/leaderworkerset"
@@ -182,18 +185,6 @@ def _pod_set(name: str, count: int, template: Mapping[str, Any]) -> dict[str, An
     return {"name": name, "count": count, "template": result}
 
 
-def _shape_errors(new: Any, old: Any, path: str) -> list[FieldError]:
-    """Where two pod-spec shapes differ (Kueue's ``ValidateImmutablePodGroupPodSpec``): maps
-    are compared key by key, lists of one length item by item, anything else whole."""
-    if isinstance(new, Mapping) and isinstance(old, Mapping):
-        return [error for key in sorted(set(new) | set(old))
-                for error in _shape_errors(new.get(key), old.get(key), f"{path}.{key}")]
-    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
-        return [error for index, (a, b) in enumerate(zip(new, old, strict=True))
-                for error in _shape_errors(a, b, f"{path}[{index}]")]
-    return [] if new == old else [FieldError(path, "field is immutable")]
-
-
 class LeaderWorkerSet(JobKind):
     framework_name = FRAMEWORK_NAME
     api_version = "leaderworkerset.x-k8s.io/v1"
@@ -201,6 +192,7 @@ class LeaderWorkerSet(JobKind):
     plural = "leaderworkersets"
     implicitly_enables = (_POD.framework_name,)
     keeps_replicas = True
+    prebuilds_group_workloads = True
 
     # --- admission webhook ---------------------------------------------------------------
 
@@ -253,11 +245,10 @@ class LeaderWorkerSet(JobKind):
         if (old_leader is None) != (new_leader is None):
             errors.append(FieldError(LEADER_PATH, "field is immutable"))
         elif old_leader is not None and new_leader is not None:
-            errors.extend(_shape_errors(spec_shape(new_leader.get("spec") or {}),
-                                        spec_shape(old_leader.get("spec") or {}),
-                                        f"{LEADER_PATH}.spec"))
-        errors.extend(_shape_errors(spec_shape(_worker_template(new).get("spec") or {}),
-                                    spec_shape(_worker_template(old).get("spec") or {}),
+            errors.extend(shape_changes(new_leader.get("spec") or {},
+                                        old_leader.get("spec") or {}, f"{LEADER_PATH}.spec"))
+        errors.extend(shape_changes(_worker_template(new).get("spec") or {},
+                                    _worker_template(old).get("spec") or {},
                                     f"{WORKER_PATH}.spec"))
         if size(new) != size(old):
             errors.append(FieldError(f"{SPEC_PATH}.size", "field is immutable"))
@@ -329,13 +320,9 @@ class LeaderWorkerSet(JobKind):
     def workload_annotations(self, manifest: Mapping[str, Any], index: int) -> dict[str, str]:
         """The annotations of group ``index``'s Workload: its owner, its index, and that it
         is a pod group's."""
-        metadata = manifest.get("metadata") or {}
-        return {
-            JOB_OWNER_GVK_ANNOTATION: owner_gvk(self),
-            JOB_OWNER_NAME_ANNOTATION: str(metadata.get("name", "")),
-            COMPONENT_WORKLOAD_INDEX_ANNOTATION: str(index),
-            IS_GROUP_WORKLOAD_ANNOTATION: "true",
-        }
+        return {**prebuilt_workload_annotations(self, manifest),
+                COMPONENT_WORKLOAD_INDEX_ANNOTATION: str(index),
+                IS_GROUP_WORKLOAD_ANNOTATION: "true"}
 
     # --- the LWS controller --------------------------------------------------------------
 
@@ -425,7 +412,3 @@ class LeaderWorkerSet(JobKind):
             "All replicas are ready" if available else "Not all replicas are ready", now=now)
         return result
 
-
-def owner_gvk(kind: JobKind) -> str:
-    """An owner's GroupVersionKind as Kueue writes it (``gvk.String()``)."""
-    return f"{kind.api_version}, Kind={kind.kind}"

@@ -22,7 +22,7 @@ from scheduling.choices import QueueState, WorkloadPhase
 from scheduling.jobframework import registry
 from scheduling.jobs import leaderworkerset as lws
 from scheduling.jobs import pod as pods
-from scheduling.models import ClusterQueue, Event, Job, LocalQueue, Workload
+from scheduling.models import ClusterQueue, Event, Job, LocalQueue, Workload, WorkloadPriorityClass
 from scheduling.validation import errors_to_dict
 from scheduling.workload import conditions as cond
 from tests.fixtures.scheduling import Reconcilers
@@ -310,8 +310,7 @@ def test_kueue_sample_makes_two_group_workloads_and_quota_for_one_runs_one(
     assert sorted(workloads) == [0, 1]
     for index, wl in workloads.items():
         assert wl.name == lws.group_workload_name(job.manifest, index)
-        assert wl.job is not None
-        assert wl.job.name == f"{NAME}-{index}"  # it runs through its leader
+        assert wl.job_id == job.pk  # prebuilt for the set, run through its group's pods
         assert wl.queue_name == "user-queue"
         assert wl.annotations[pods.IS_GROUP_WORKLOAD_ANNOTATION] == "true"
         assert wl.annotations[jobframework.constants.COMPONENT_WORKLOAD_INDEX_ANNOTATION] == str(
@@ -441,9 +440,11 @@ def test_deleting_the_leaderworkerset_deletes_its_pods_and_workloads(
     admin_client_api: APIClient, enabled: None, reconcilers: Reconcilers, t0: datetime,
 ) -> None:
     job = started(admin_client_api, reconcilers, t0)
-    # A group that lost a pod keeps its Workload until the set goes.
-    services.delete_job(Job.objects.get(name=f"{NAME}-1", kind="Pod"))
-    assert 1 in groups(job)
+    # A group whose pods are gone keeps its Workload, the set's, until the set goes.
+    for pod in leaderworkersets.owned_pods(job):
+        if pod.name.startswith(f"{NAME}-1"):
+            services.delete_job(pod)
+    assert groups(job)[1].job_id == job.pk
     assert ClusterPod.objects.exists()
 
     response = admin_client_api.delete(f"{URL}{NAME}/?kind=LeaderWorkerSet")
@@ -498,3 +499,30 @@ def test_a_queue_moved_before_any_group_is_ready_moves_the_waiting_groups_worklo
     assert [wl.queue_name for wl in groups(job).values()] == ["other-queue"] * 2
     assert {wl.local_queue.name for wl in groups(job).values() if wl.local_queue} == {
         "other-queue"}
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("one_group")
+def test_a_group_workload_refused_is_a_warning_on_the_set_and_made_on_a_later_pass(
+    admin_client_api: APIClient, enabled: None, manager: Cluster, t0: datetime,
+) -> None:
+    high = WorkloadPriorityClass.objects.create(cluster=manager, name="high", value=100)
+    manifest = sample()
+    manifest["metadata"]["labels"][jobframework.PRIORITY_CLASS_LABEL] = "high"
+    response = admin_client_api.post(URL, manifest, format="json")
+    assert response.status_code == 201, response.json()
+    job = Job.objects.get(kind="LeaderWorkerSet")
+    high.delete()
+
+    sync(job, t0)
+
+    assert groups(job) == {}
+    warnings = Event.objects.filter(object_name=NAME, reason="FailedCreateWorkload")
+    assert warnings.count() == 2
+    assert f"metadata.labels[{jobframework.PRIORITY_CLASS_LABEL}]" in warnings[0].message
+
+    WorkloadPriorityClass.objects.create(cluster=manager, name="high", value=100)
+    sync(job, t0 + timedelta(seconds=1))
+
+    assert {wl.priority for wl in groups(job).values()} == {100}
+    assert sorted(groups(job)) == [0, 1]
