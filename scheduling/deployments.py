@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
@@ -28,13 +28,14 @@ from kueueweb import reconcile
 from kueueweb.roles import can_operate_in, submission_grant
 from scheduling import grants, services
 from scheduling.choices import EventType
+from scheduling.jobframework import JobKind
 from scheduling.jobs import pod as pods
 from scheduling.jobs.deployment import (
     POD_TEMPLATE_HASH_LABEL,
     ChildPod,
     Deployment,
 )
-from scheduling.models import Event, Job
+from scheduling.models import Event, Job, Workload
 from scheduling.validation import FieldError
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,8 @@ def child_pod(job: Job, revision_label: str = POD_TEMPLATE_HASH_LABEL) -> ChildP
 
 
 def owner_event(owner: Job, type_: str, reason: str, message: str, now: datetime) -> Event:
-    """An Event on the owner of Pods (a Deployment, a StatefulSet), from its controller."""
+    """An Event on the owner of Pods (a Deployment, a StatefulSet, a LeaderWorkerSet), from
+    its controller."""
     return Event(cluster=owner.cluster, object_kind=owner.kind,
                  object_namespace=owner.namespace, object_name=owner.name,
                  type=type_, reason=reason, message=message, created_at=now)
@@ -92,7 +94,7 @@ def sync_deployment(deployment_id: int, *, now: datetime) -> None:
         for name, _reason in plan.delete:
             services.delete_job(children[name])
             events.append(owner_event(deployment, EventType.NORMAL, "SuccessfulDelete",
-                                 f"Deleted pod: {name}", now))
+                                      f"Deleted pod: {name}", now))
         missing = sum(not _create(deployment, now, events) for _ in range(plan.create))
         new_status = dict(plan.status)
         if missing:
@@ -106,17 +108,45 @@ def sync_deployment(deployment_id: int, *, now: datetime) -> None:
 
 
 def _create(deployment: Job, now: datetime, events: list[Event]) -> bool:
-    """Submit a Pod of the current template as any Pod is submitted; a refusal (its queue
-    deleted since, a grant changed) is the Deployment's ``FailedCreate`` warning, and the
-    next pass tries again."""
-    pod, refusal = services.submit_for(deployment, KIND.pod_for(deployment.manifest))
+    """Submit a Pod of the current template (``create_pod``)."""
+    return create_pod(deployment, KIND.pod_for(deployment.manifest), now, events)
+
+
+def create_pod(owner: Job, manifest: Mapping[str, Any], now: datetime,
+               events: list[Event]) -> bool:
+    """Submit a Pod its ``owner`` makes as any Pod is submitted; a refusal (its queue
+    deleted since, a grant changed) is the owner's ``FailedCreate`` warning, and the next
+    pass tries again."""
+    pod, refusal = services.submit_for(owner, manifest)
     if pod is None:
-        events.append(owner_event(deployment, EventType.WARNING, "FailedCreate",
-                             f"Error creating: {refusal}", now))
+        events.append(owner_event(owner, EventType.WARNING, "FailedCreate",
+                                  f"Error creating: {refusal}", now))
         return False
-    events.append(owner_event(deployment, EventType.NORMAL, "SuccessfulCreate",
-                         f"Created pod: {pod.name}", now))
+    events.append(owner_event(owner, EventType.NORMAL, "SuccessfulCreate",
+                              f"Created pod: {pod.name}", now))
     return True
+
+
+def prebuild_workload(owner: Job, kind: JobKind, *, name: str, pod_sets: list[dict[str, Any]],
+                      annotations: Mapping[str, str], now: datetime,
+                      events: list[Event]) -> Workload | None:
+    """Build a Workload for ``owner`` ahead of its Pods (``services.create_prebuilt_workload``:
+    a StatefulSet's, a LeaderWorkerSet group's); a refusal (its priority class deleted
+    since, the name taken) is the owner's ``FailedCreateWorkload`` warning, and the next
+    pass tries again."""
+    try:
+        with transaction.atomic():
+            return services.create_prebuilt_workload(owner, kind, name=name, pod_sets=pod_sets,
+                                                     annotations=annotations)
+    except ValidationError as error:
+        refusal = ("; ".join(f"{path}: {' '.join(messages)}"
+                             for path, messages in error.message_dict.items())
+                   if hasattr(error, "error_dict") else "; ".join(error.messages))
+    except services.ConflictError as error:
+        refusal = str(error)
+    events.append(owner_event(owner, EventType.WARNING, "FailedCreateWorkload",
+                              f"Error creating workload {name}: {refusal}", now))
+    return None
 
 
 def sync_all(*, now: datetime) -> None:
@@ -128,15 +158,30 @@ def sync_all(*, now: datetime) -> None:
             logger.exception("Deployment %s: the pass failed", deployment_id)
 
 
+class ReplicatedKind(Protocol):
+    """A kind whose objects keep replicas and take updates (a Deployment, a StatefulSet, a
+    LeaderWorkerSet): what ``update_deployment`` asks of it."""
+
+    def default(self, manifest: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def validate_on_update(
+        self, old: Mapping[str, Any], new: Mapping[str, Any], *, ready_replicas: int,
+        namespace: str, slices_enabled: bool,
+    ) -> list[FieldError]: ...
+
+    def pod_templates(self, manifest: Mapping[str, Any]) -> list[tuple[Any, str]]: ...
+
+
 def update_deployment(
     deployment: Job, manifest: Mapping[str, Any], *,
-    user: AbstractBaseUser | AnonymousUser | None = None, kind: Deployment = KIND,
+    user: AbstractBaseUser | AnonymousUser | None = None, kind: ReplicatedKind = KIND,
 ) -> Job:
     """Replace a Deployment's object (a merge patch applied, a scale of ``spec.replicas``)
     as the API server and Kueue's webhook take an update: defaulted, validated against the
     old object and its ready replicas, checked against the user's grant; the generation
     moves with the spec, and a pass of its ReplicaSet controller follows the commit.
-    ``kind``: a kind that keeps its replicas as a Deployment does (a StatefulSet).
+    ``kind``: another kind that keeps replicas and is updated the same way (a StatefulSet,
+    a LeaderWorkerSet).
 
     Raises ValidationError (by field path) or PermissionDenied."""
     if user is not None and not can_operate_in(user, deployment.namespace):

@@ -67,8 +67,8 @@ def is_elastic(job: Job) -> bool:
 
 
 def runs_through_members(job: Job) -> bool:
-    """The job's Workloads are prebuilt pod groups (a StatefulSet's): it runs through the
-    members of its groups, and has no object of its own on a cluster."""
+    """The job's Workloads are prebuilt pod groups (a StatefulSet's, a LeaderWorkerSet's):
+    it runs through the members of its groups, and has no object of its own on a cluster."""
     kind = registry.by_kind(job.api_version, job.kind)
     return kind is not None and kind.prebuilds_group_workloads
 
@@ -414,10 +414,10 @@ def _reconcile_group(job: Job, integration: JobGroup, backend: ClusterBackend, *
 
 def _reconcile_prebuilt_groups(owner: Job, backend: ClusterBackend, *, now: datetime,
                                events: list[Event]) -> set[Step]:
-    """One step of each pod-group Workload built for ``owner`` (a StatefulSet's), run
-    through the jobs that carry its name as their group name. The owner counts as running
-    (unsuspended) while any of them runs: what runs is stopped through it on an eviction,
-    and its quota is given back only once they are gone."""
+    """One step of each pod-group Workload built for ``owner`` (a StatefulSet's, a
+    LeaderWorkerSet's), run through the jobs that carry its name as their group name. The
+    owner counts as running (unsuspended) while any of them runs: what runs is stopped
+    through it on an eviction, and its quota is given back only once they are gone."""
     steps: set[Step] = set()
     running = False
     for wl in owner.workloads.all():

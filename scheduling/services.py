@@ -7,7 +7,7 @@ caller accepts and refuses exactly the same input.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -326,27 +326,46 @@ def _create_job_workload(
 
 
 def create_prebuilt_workload(owner: Job, kind: jobframework.JobKind, *, name: str,
-                             pod_sets: list[dict[str, Any]], labels: Mapping[str, str],
+                             pod_sets: list[dict[str, Any]],
                              annotations: Mapping[str, str]) -> Workload:
-    """A Workload built for ``owner`` before the pods it admits exist (Kueue's prebuilt
-    Workload of a StatefulSet), pending in the queue the owner names, with the priority of
-    the class it names (else its pod template's PriorityClass). Raises ValidationError (the
-    class does not exist) or ConflictError (the name is taken)."""
-    own_labels = (owner.manifest.get("metadata") or {}).get("labels") or {}
+    """A pod-group Workload built for ``owner`` before the pods it admits exist (Kueue's
+    prebuilt Workloads: a StatefulSet's one, a LeaderWorkerSet's one per group), linked to
+    the owner, which the job reconciler runs through the pods whose group name is
+    ``name`` (``job_reconciler.runs_through_members``); deleting the owner deletes it.
+    Pending in the queue the owner names, with the priority of the class it names (else
+    its pod templates' PriorityClass), its uid and the label keys to copy as labels.
+    Raises ValidationError (the class does not exist) or ConflictError (the name is
+    taken)."""
+    own_labels, labels_at = kind.queue_labels(owner.manifest)
     class_name = own_labels.get(jobframework.PRIORITY_CLASS_LABEL, "")
     request = jobframework.PriorityRequest(
         jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
-    path = jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
+    path = labels_at + jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
     pod_class = None if class_name else kind.pod_priority_class(owner.manifest)
     if pod_class is not None:
         request = jobframework.PriorityRequest(jobframework.POD_PRIORITY_CLASS_SOURCE,
                                                pod_class[0], None)
         path = pod_class[1]
     priority = _resolve_priority(request, cluster=owner.cluster, path=path, explicit_path=path)
-    return _insert_job_workload(
-        owner, name=name, queue_name=own_labels.get(jobframework.QUEUE_NAME_LABEL, ""),
+    labels = {key: str(own_labels[key]) for key in _kueue_settings()["LABEL_KEYS_TO_COPY"]
+              if key in own_labels}
+    labels[jobframework.JOB_UID_LABEL] = str(owner.uid)
+    workload = _insert_job_workload(
+        owner, name=name, queue_name=str(own_labels.get(jobframework.QUEUE_NAME_LABEL, "")),
         priority=priority, maximum_execution_time_seconds=None, pod_sets=pod_sets,
-        labels=dict(labels), annotations=dict(annotations))
+        labels=labels, annotations=dict(annotations))
+    admission.request_admission(owner.cluster.pk)
+    return workload
+
+
+def follow_owner_queue(owner: Job, workloads: Iterable[Workload]) -> None:
+    """The prebuilt Workloads of ``owner`` that hold no quota take the queue its label now
+    names (Kueue's reconcilers keep their queue name in sync with the owner's)."""
+    queue = str(((owner.manifest.get("metadata") or {}).get("labels") or {}).get(
+        jobframework.QUEUE_NAME_LABEL, ""))
+    for wl in workloads:
+        if queue and wl.queue_name != queue and not has_quota_reservation(wl):
+            update_workload(wl, {"spec": {"queueName": queue}})
 
 
 def _insert_job_workload(job: Job, *, name: str, queue_name: str, priority: tuple[str, str, int],

@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, QuerySet
 
@@ -27,7 +26,6 @@ from scheduling import deployments, services
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.deployments import child_pod
 from scheduling.deployments import owner_event as _event
-from scheduling.jobframework import QUEUE_NAME_LABEL
 from scheduling.jobs import pod as pods
 from scheduling.jobs.deployment import replicas
 from scheduling.jobs.statefulset import REVISION_LABEL, StatefulSet
@@ -59,13 +57,6 @@ def owned_pods(statefulset: Job) -> list[Job]:
 def workload_of(statefulset: Job) -> Workload | None:
     """Its group Workload: the one built for it, linked to it."""
     return Workload.objects.filter(job=statefulset).first()
-
-
-def _refusal(error: ValidationError) -> str:
-    if hasattr(error, "error_dict"):
-        return "; ".join(f"{path}: {' '.join(messages)}"
-                         for path, messages in error.message_dict.items())
-    return "; ".join(error.messages)
 
 
 def sync_statefulset(statefulset_id: int, *, now: datetime) -> None:
@@ -119,34 +110,16 @@ def _sync_workload(statefulset: Job, now: datetime, events: list[Event]) -> Work
     if wl is None:
         if desired == 0:
             return None
-        try:
-            with transaction.atomic():
-                wl = services.create_prebuilt_workload(
-                    statefulset, KIND, name=KIND.workload_name(statefulset.manifest),
-                    pod_sets=KIND.pod_sets(statefulset.manifest),
-                    labels=KIND.workload_labels(statefulset.manifest),
-                    annotations=KIND.workload_annotations(statefulset.manifest))
-        except ValidationError as error:
-            events.append(_event(statefulset, EventType.WARNING, "FailedCreateWorkload",
-                                 _refusal(error), now))
-            return None
-        except services.ConflictError as error:
-            events.append(_event(statefulset, EventType.WARNING, "FailedCreateWorkload",
-                                 str(error), now))
-            return None
-        return wl
+        return deployments.prebuild_workload(
+            statefulset, KIND, name=KIND.workload_name(statefulset.manifest),
+            pod_sets=KIND.pod_sets(statefulset.manifest),
+            annotations=KIND.workload_annotations(statefulset.manifest), now=now, events=events)
     finished = wl.phase == WorkloadPhase.FINISHED
     if desired == 0 and wl.phase in _RESERVED and wl.active and not finished:
         lifecycle.put_on_hold(wl, _HOLD_MESSAGE, now=now)
     elif desired > 0:
         lifecycle.clear_on_hold(wl, now=now)
-        queue = ((statefulset.manifest.get("metadata") or {}).get("labels") or {}).get(
-            QUEUE_NAME_LABEL, "")
-        if queue and queue != wl.queue_name and not services.has_quota_reservation(wl):
-            Workload.objects.filter(pk=wl.pk).update(
-                queue_name=queue,
-                local_queue=services.local_queue_for(wl.cluster, wl.namespace, queue),
-                resource_version=F("resource_version") + 1)
+        services.follow_owner_queue(statefulset, [wl])
     return wl
 
 

@@ -6,7 +6,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from kueueweb import reconcile
-from scheduling import cronjobs, deployments, statefulsets
+from scheduling import cronjobs, deployments, leaderworkersets, statefulsets
 from scheduling.scheduler import admission
 from scheduling.workload import lifecycle
 
@@ -65,17 +65,20 @@ def cronjobs_task() -> None:
 @shared_task(name=reconcile.REPLICAS_TASK)
 def replicas_task(job_id: int) -> None:
     """The controller of an object that keeps replicas: a Deployment's ReplicaSet
-    controller (``scheduling.deployments``) or a StatefulSet's controller and Kueue's
-    reconcilers (``scheduling.statefulsets``); each passes over its own kind only."""
+    controller (``scheduling.deployments``), a StatefulSet's controller and Kueue's
+    reconcilers (``scheduling.statefulsets``), a LeaderWorkerSet's
+    (``scheduling.leaderworkersets``); each passes over its own kind only."""
     now = timezone.now()
     deployments.sync_deployment(job_id, now=now)
     statefulsets.sync_statefulset(job_id, now=now)
+    leaderworkersets.sync_leaderworkerset(job_id, now=now)
 
 
 @shared_task(name=reconcile.REPLICAS_ALL_TASK)
 def replicas_all_task() -> None:
-    """Periodic: every Deployment's and StatefulSet's pass, which replaces the Pods Kueue
-    stopped."""
+    """Periodic: every Deployment's, StatefulSet's and LeaderWorkerSet's pass, which
+    replaces the Pods Kueue stopped."""
     now = timezone.now()
     deployments.sync_all(now=now)
     statefulsets.sync_all(now=now)
+    leaderworkersets.sync_all(now=now)

@@ -47,7 +47,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # what the API, the pages, the commands and the periodic tasks call
     ("scheduling.services", "scheduling.job_reconciler", "scheduling.grants",
      "scheduling.manifests", "scheduling.tasks", "scheduling.demo", "scheduling.cronjobs",
-     "scheduling.deployments", "scheduling.statefulsets"),
+     "scheduling.deployments", "scheduling.statefulsets", "scheduling.leaderworkersets"),
     ("scheduling.api", "scheduling.web", "scheduling.admin", "scheduling.filters",
      "scheduling.management"),
 )

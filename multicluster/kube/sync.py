@@ -512,8 +512,8 @@ class _Pass:
         copy removed while this worker was unreachable (its workload was dispatched again
         elsewhere), or a job deleted meanwhile. Kueue removes such remote objects once the
         worker is back; left running, the job would run twice."""
-        # An object whose Workloads are prebuilt (a StatefulSet) has no copy of its own
-        # there: its members' copies are what the cluster runs.
+        # An object whose Workloads are prebuilt (a StatefulSet, a LeaderWorkerSet) has no
+        # copy of its own there: its members' copies are what the cluster runs.
         known = {self._key(job) for job in local if not reconciler.runs_through_members(job)}
         for key, remote in list(self.remote.items()):
             if key in known or remote.get(TOMBSTONE):

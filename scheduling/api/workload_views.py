@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -37,7 +37,7 @@ from kueueweb.api import ConflictError as Conflict
 from kueueweb.api import PayloadTooLarge, URLArgumentsMixin
 from kueueweb.roles import Role
 from multicluster.models import Cluster
-from scheduling import deployments, jobframework, services, statefulsets
+from scheduling import deployments, jobframework, leaderworkersets, services, statefulsets
 from scheduling.api.workload_filters import JobFilter, WorkloadFilter
 from scheduling.api.workload_serializers import (
     JobPatchSerializer,
@@ -448,12 +448,11 @@ class JobViewSet(_DomainViewSet):
         if not isinstance(merged, Mapping):  # pragma: no cover - _body made it an object
             raise ValidationError({"body": ["must be an object"]})
         _check_resource_version(job, patch)
-        if deployments.manages(job) or statefulsets.manages(job):
+        controller = _replica_controller(job)
+        if controller is not None:
             if merged.get("status") != current.get("status"):
                 raise ValidationError({"status": [_immutable_message("status", None, [])]})
-            update = (statefulsets.update_statefulset if statefulsets.manages(job)
-                      else deployments.update_deployment)
-            job = update(job, _stored_manifest(merged), user=request.user)
+            job = controller[0](job, _stored_manifest(merged), user=request.user)
             return Response(self.get_serializer(job).data)
         scalable = slices.scalable_pod_sets(job)
         errors = _job_patch_errors(current, _with_counts_of(merged, current, scalable),
@@ -482,16 +481,15 @@ class JobViewSet(_DomainViewSet):
     )
     def scale(self, request: Request, namespace: str, name: str) -> Response:
         job = self.get_object()
-        if deployments.manages(job) or statefulsets.manages(job):
+        controller = _replica_controller(job)
+        if controller is not None:
             body = _body(request.data)
             unknown = sorted(set(body) - {"replicas"}, key=str)
             if unknown or "replicas" not in body:
                 raise ValidationError({str(k): ['unknown field: the body is {"replicas": N}']
                                        for k in unknown} or {"replicas": [
                                            'required: the body is {"replicas": N}']})
-            scale = (statefulsets.scale_statefulset if statefulsets.manages(job)
-                     else deployments.scale_deployment)
-            job = scale(job, body["replicas"], user=request.user)
+            job = controller[1](job, body["replicas"], user=request.user)
             return Response(self.get_serializer(job).data)
         if slices.queued_kind(job) is None:
             raise ValidationError({"kind": [slices.REFUSED_NO_WORKLOAD.message]})
@@ -509,6 +507,25 @@ class JobViewSet(_DomainViewSet):
 
 
 # Fields a client sends back unchanged when it patches the whole object it read.
+# The kinds whose objects keep replicas through their own controller: an update or a scale
+# of one goes through it (its webhook rules, then a pass of the controller).
+_REPLICA_CONTROLLERS: tuple[tuple[Callable[[Job], bool], Callable[..., Job],
+                                  Callable[..., Job]], ...] = (
+    (deployments.manages, deployments.update_deployment, deployments.scale_deployment),
+    (statefulsets.manages, statefulsets.update_statefulset, statefulsets.scale_statefulset),
+    (leaderworkersets.manages, leaderworkersets.update_leaderworkerset,
+     leaderworkersets.scale_leaderworkerset),
+)
+
+
+def _replica_controller(job: Job) -> tuple[Callable[..., Job], Callable[..., Job]] | None:
+    """The update and the scale of ``job``'s controller, when its kind keeps replicas."""
+    for manages, update, scale in _REPLICA_CONTROLLERS:
+        if manages(job):
+            return update, scale
+    return None
+
+
 _JOB_READ_ONLY_METADATA = ("uid", "resourceVersion", "creationTimestamp", "cluster", "generation",
                            "name", "namespace")
 

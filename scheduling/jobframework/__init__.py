@@ -85,6 +85,7 @@ from scheduling.jobframework.workload import (
     generate_name,
     generation,
     is_elastic,
+    prebuilt_workload_annotations,
     priority_class_path,
     priority_request,
     spec_of,
@@ -161,6 +162,7 @@ __all__ = [
     "validate_pod_template",
     "validate_queue_name",
     "validate_workload_spec",
+    "prebuilt_workload_annotations",
     "workload_name_for_owner",
     "workload_spec",
 ]

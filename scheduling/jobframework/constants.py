@@ -44,3 +44,9 @@ RESERVED_RESOURCE_MESSAGE = "the key is reserved for internal kueue use"
 
 # Workload names (jobframework/workload_names.go): 253, or 63 with ShortWorkloadNames (alpha).
 WORKLOAD_NAME_MAX_LENGTH = 253
+# Kueue's annotations on a Workload it builds for an object ahead of its pods (a
+# StatefulSet's, a LeaderWorkerSet group's): the object's GroupVersionKind and name, and
+# which of its Workloads it is when it has several.
+JOB_OWNER_GVK_ANNOTATION = "kueue.x-k8s.io/job-owner-gvk"
+JOB_OWNER_NAME_ANNOTATION = "kueue.x-k8s.io/job-owner-name"
+COMPONENT_WORKLOAD_INDEX_ANNOTATION = "kueue.x-k8s.io/component-workload-index"

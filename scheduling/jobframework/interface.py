@@ -169,8 +169,9 @@ class JobKind(ABC):
 
     prebuilds_group_workloads: bool = False
     """Its objects' Workloads are built for them up front, before any pod exists (Kueue's
-    prebuilt Workloads of a StatefulSet): pod-group Workloads linked to the object, each run
-    by the job reconciler through the jobs whose group name is the Workload's name."""
+    prebuilt Workloads of a StatefulSet, of a LeaderWorkerSet's groups): pod-group Workloads
+    linked to the object (``services.create_prebuilt_workload``), each run by the job
+    reconciler through the jobs whose group name is the Workload's name."""
 
     def accepts_implicitly(self, manifest: Mapping[str, Any]) -> bool:
         """Whether the kind, enabled only implicitly by another framework, takes this object:

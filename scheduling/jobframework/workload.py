@@ -25,6 +25,8 @@ from scheduling.core.names import dns1123_subdomain_error
 from scheduling.jobframework.constants import (
     DEFAULT_POD_SET_NAME,
     ELASTIC_JOB_ANNOTATION,
+    JOB_OWNER_GVK_ANNOTATION,
+    JOB_OWNER_NAME_ANNOTATION,
     JOB_UID_LABEL,
     MAX_EXEC_TIME_LABEL,
     MAX_POD_SETS,
@@ -46,7 +48,7 @@ from scheduling.jobframework.validation import (
 )
 
 if TYPE_CHECKING:
-    from scheduling.jobframework.interface import GenericJob
+    from scheduling.jobframework.interface import GenericJob, JobKind
 
 # Kubernetes' SimpleNameGenerator: 5 characters from this alphabet, base cut to 58.
 _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -76,6 +78,16 @@ def workload_name_for_owner(
         parts.append(extra)
     digest = hashlib.sha1("\n".join(parts).encode(), usedforsecurity=False).hexdigest()
     return f"{prefix}-{digest[:_WORKLOAD_NAME_HASH_LENGTH]}"
+
+
+def prebuilt_workload_annotations(kind: JobKind, manifest: Mapping[str, Any]) -> dict[str, str]:
+    """What Kueue writes on a Workload it builds for an object ahead of its pods (a
+    StatefulSet's, a LeaderWorkerSet group's): the owner's GroupVersionKind as Go prints
+    one (``gvk.String()``) and its name."""
+    metadata = manifest.get("metadata")
+    name = metadata.get("name", "") if isinstance(metadata, Mapping) else ""
+    return {JOB_OWNER_GVK_ANNOTATION: f"{kind.api_version}, Kind={kind.kind}",
+            JOB_OWNER_NAME_ANNOTATION: str(name)}
 
 
 def generate_name(base: str, choose: Callable[[str], str] = secrets.choice) -> str:

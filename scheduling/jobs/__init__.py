@@ -10,6 +10,7 @@ from scheduling.jobs.deployment import Deployment
 from scheduling.jobs.job import BatchJob
 from scheduling.jobs.jobset import JobSet
 from scheduling.jobs.kubeflow import JAXJob, PaddleJob, PyTorchJob, TFJob, XGBoostJob
+from scheduling.jobs.leaderworkerset import LeaderWorkerSet
 from scheduling.jobs.mpijob import MPIJob
 from scheduling.jobs.pod import Pod
 from scheduling.jobs.raycluster import RayCluster
@@ -37,3 +38,4 @@ register(CronJob())
 register(Pod())
 register(Deployment())
 register(StatefulSet())
+register(LeaderWorkerSet())

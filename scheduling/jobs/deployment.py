@@ -157,6 +157,66 @@ def surge_and_unavailable(manifest: Mapping[str, Any]) -> tuple[int, int]:
     return surge, min(unavailable, desired)
 
 
+def validate_parent(kind: JobKind, manifest: Any, *, namespace: str,
+                    slices_enabled: bool) -> tuple[list[FieldError], Mapping[str, Any] | None]:
+    """What Kueue's webhook checks on an object whose Pods it queues (a Deployment, a
+    LeaderWorkerSet) before its spec: the object's metadata, a valid queue name, no
+    elastic annotation; and its ``spec`` (None, with an error, when it is not an object)."""
+    if not isinstance(manifest, Mapping):
+        return [FieldError("", f"a {kind.kind} manifest must be an object")], None
+    errors, labels, annotations = validate_object(
+        manifest, api_version=kind.api_version, kind=kind.kind, namespace=namespace)
+    queue = labels.get(QUEUE_NAME_LABEL)
+    if queue is not None:
+        errors.extend(validate_kueue_labels({QUEUE_NAME_LABEL: queue}))
+    if slices_enabled and annotations.get(ELASTIC_JOB_ANNOTATION) == "true":
+        errors.append(FieldError(annotation_path(ELASTIC_JOB_ANNOTATION), (
+            f'Forbidden: elastic job is not supported for "{kind.api_version}, '
+            f'Kind={kind.kind}"')))
+    spec = manifest.get("spec")
+    if not isinstance(spec, Mapping):
+        errors.append(FieldError("spec", "is required" if spec is None else "must be an object"))
+        return errors, None
+    return errors, spec
+
+
+def queue_update_errors(old: Mapping[str, Any], new: Mapping[str, Any], *,
+                        ready_replicas: int) -> list[FieldError]:
+    """Kueue's update rules for an object whose Pods it queues, "suspended" while no
+    replica is ready: the queue label may not change then, nor ever be removed; a priority
+    class may not be added then, nor ever removed."""
+    errors: list[FieldError] = []
+    old_labels, new_labels = _labels(old), _labels(new)
+    old_queue, new_queue = old_labels.get(QUEUE_NAME_LABEL), new_labels.get(QUEUE_NAME_LABEL)
+    suspended = ready_replicas == 0
+    if (not suspended or not new_queue) and new_queue != old_queue:
+        errors.append(FieldError(label_path(QUEUE_NAME_LABEL), "field is immutable"))
+    old_class, new_class = (old_labels.get(PRIORITY_CLASS_LABEL),
+                            new_labels.get(PRIORITY_CLASS_LABEL))
+    if not suspended and not old_class and new_class:
+        errors.append(FieldError(label_path(PRIORITY_CLASS_LABEL), (
+            "WorkloadPriorityClass cannot be added to a non-suspended workload")))
+    if old_class and not new_class:
+        errors.append(FieldError(label_path(PRIORITY_CLASS_LABEL),
+                                 "WorkloadPriorityClass cannot be removed from a workload"))
+    return errors
+
+
+def template_pod_errors(template: Mapping[str, Any], path: str, *, namespace: str,
+                        slices_enabled: bool) -> list[FieldError]:
+    """A pod template checked now as the Pods made of it will be (its spec, labels and
+    annotations), each error under ``path``."""
+    metadata = object_map(template.get("metadata"), "", [])
+    pod = {"apiVersion": _POD.api_version, "kind": _POD.kind,
+           "metadata": {"name": "pod", "labels": string_map(metadata.get("labels"), "", []),
+                        "annotations": metadata.get("annotations")},
+           "spec": template.get("spec")}
+    return [FieldError(f"{path}.{e.path}", e.message)
+            for e in _POD.validate_on_create(pod, namespace=namespace,
+                                             slices_enabled=slices_enabled)
+            if e.path.startswith(("spec", "metadata.labels", "metadata.annotations"))]
+
+
 def _deletion_order(pod: ChildPod) -> tuple[bool, bool, bool, float]:
     """The ReplicaSet controller's order of the Pods it deletes first: not scheduled
     (here: still gated, waiting for quota) before scheduled, pending before running, not
@@ -177,21 +237,9 @@ class Deployment(JobKind):
     def validate_on_create(
         self, manifest: Mapping[str, Any], *, namespace: str, slices_enabled: bool
     ) -> list[FieldError]:
-        if not isinstance(manifest, Mapping):
-            return [FieldError("", "a Deployment manifest must be an object")]
-        errors, labels, annotations = validate_object(
-            manifest, api_version=self.api_version, kind=self.kind, namespace=namespace)
-        queue = labels.get(QUEUE_NAME_LABEL)
-        if queue is not None:
-            errors.extend(validate_kueue_labels({QUEUE_NAME_LABEL: queue}))
-        if slices_enabled and annotations.get(ELASTIC_JOB_ANNOTATION) == "true":
-            errors.append(FieldError(annotation_path(ELASTIC_JOB_ANNOTATION), (
-                f'Forbidden: elastic job is not supported for "{self.api_version}, '
-                f'Kind={self.kind}"')))
-        spec = manifest.get("spec")
-        if not isinstance(spec, Mapping):
-            errors.append(FieldError(
-                "spec", "is required" if spec is None else "must be an object"))
+        errors, spec = validate_parent(self, manifest, namespace=namespace,
+                                       slices_enabled=slices_enabled)
+        if spec is None:
             return errors
         if spec.get("replicas") is not None:
             int_value(spec["replicas"], "spec.replicas", errors, minimum=0)
@@ -211,17 +259,9 @@ class Deployment(JobKind):
             errors.append(FieldError(f"{TEMPLATE_PATH}.spec.restartPolicy", (
                 f"Unsupported value: {restart_policy!r}: supported values: \"Always\"")))
         errors.extend(_validate_strategy(spec.get("strategy")))
-        # The template is what each Pod is made of: checked now as the Pods will be.
-        pod = {"apiVersion": _POD.api_version, "kind": _POD.kind,
-               "metadata": {"name": "pod", "labels": template_labels,
-                            "annotations": object_map(template.get("metadata"), "", []).get(
-                                "annotations")},
-               "spec": template.get("spec")}
-        errors.extend(FieldError(f"{TEMPLATE_PATH}.{e.path}", e.message)
-                      for e in _POD.validate_on_create(pod, namespace=namespace,
-                                                       slices_enabled=slices_enabled)
-                      if e.path.startswith(("spec", "metadata.labels", "metadata.annotations"))
-                      and not e.path.startswith("spec.restartPolicy"))
+        errors.extend(e for e in template_pod_errors(template, TEMPLATE_PATH, namespace=namespace,
+                                                     slices_enabled=slices_enabled)
+                      if not e.path.startswith(f"{TEMPLATE_PATH}.spec.restartPolicy"))
         return errors
 
     def validate_on_update(
@@ -236,19 +276,7 @@ class Deployment(JobKind):
                                          slices_enabled=slices_enabled)
         if _spec(new).get("selector") != _spec(old).get("selector"):
             errors.append(FieldError("spec.selector", "field is immutable"))
-        old_labels, new_labels = _labels(old), _labels(new)
-        old_queue, new_queue = old_labels.get(QUEUE_NAME_LABEL), new_labels.get(QUEUE_NAME_LABEL)
-        suspended = ready_replicas == 0
-        if (not suspended or not new_queue) and new_queue != old_queue:
-            errors.append(FieldError(label_path(QUEUE_NAME_LABEL), "field is immutable"))
-        old_class, new_class = (old_labels.get(PRIORITY_CLASS_LABEL),
-                                new_labels.get(PRIORITY_CLASS_LABEL))
-        if not suspended and not old_class and new_class:
-            errors.append(FieldError(label_path(PRIORITY_CLASS_LABEL), (
-                "WorkloadPriorityClass cannot be added to a non-suspended workload")))
-        if old_class and not new_class:
-            errors.append(FieldError(label_path(PRIORITY_CLASS_LABEL),
-                                     "WorkloadPriorityClass cannot be removed from a workload"))
+        errors.extend(queue_update_errors(old, new, ready_replicas=ready_replicas))
         return errors
 
     def default(self, manifest: Mapping[str, Any]) -> dict[str, Any]:

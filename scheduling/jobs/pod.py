@@ -107,6 +107,25 @@ def spec_shape(spec: Mapping[str, Any]) -> dict[str, Any]:
     return shape
 
 
+def shape_changes(new_spec: Mapping[str, Any], old_spec: Mapping[str, Any],
+                  path: str) -> list[FieldError]:
+    """Where two pod specs differ in their shape (Kueue's
+    ``ValidateImmutablePodGroupPodSpec``), each an immutable field under ``path``."""
+    return _differences(spec_shape(new_spec), spec_shape(old_spec), path)
+
+
+def _differences(new: Any, old: Any, path: str) -> list[FieldError]:
+    """Maps are compared key by key, lists of one length item by item, anything else
+    whole."""
+    if isinstance(new, Mapping) and isinstance(old, Mapping):
+        return [error for key in sorted(set(new) | set(old))
+                for error in _differences(new.get(key), old.get(key), f"{path}.{key}")]
+    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
+        return [error for index, (n, o) in enumerate(zip(new, old, strict=True))
+                for error in _differences(n, o, f"{path}[{index}]")]
+    return [] if new == old else [FieldError(path, "field is immutable")]
+
+
 def role_hash(spec: Mapping[str, Any]) -> str:
     """The first 8 hex digits of SHA-256 over the spec's shape as compact JSON with sorted
     keys, as Go's encoder writes the map Kueue's ``GenerateRoleHash`` builds."""

@@ -36,11 +36,13 @@ from typing import Any
 from scheduling.core.fields import FieldError
 from scheduling.jobframework.constants import (
     DEFAULT_POD_SET_NAME,
-    JOB_UID_LABEL,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
 )
-from scheduling.jobframework.workload import workload_name_for_owner
+from scheduling.jobframework.workload import (
+    prebuilt_workload_annotations,
+    workload_name_for_owner,
+)
 from scheduling.jobs.deployment import (
     ChildPod,
     Deployment,
@@ -59,12 +61,10 @@ from scheduling.jobs.pod import (
     ROLE_HASH_ANNOTATION,
     SERVING_ANNOTATION,
     SUSPENDING_PARENT_ANNOTATION,
-    spec_shape,
+    shape_changes,
 )
 
 FRAMEWORK_NAME = "statefulset"
-JOB_OWNER_GVK_ANNOTATION = "kueue.x-k8s.io/job-owner-gvk"
-JOB_OWNER_NAME_ANNOTATION = "kueue.x-k8s.io/job-owner-name"
 POD_INDEX_LABEL_ANNOTATION = "kueue.x-k8s.io/pod-group-pod-index-label"
 # Kubernetes' labels on a StatefulSet's Pods.
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
@@ -103,18 +103,6 @@ def revision(manifest: Mapping[str, Any]) -> str:
     """The revision of the current pod template (Kubernetes names a ControllerRevision
     ``<statefulset>-<hash>``)."""
     return f"{_metadata(manifest).get('name', '')}-{template_hash(_template(manifest))}"
-
-
-def _shape_changes(new: Any, old: Any, path: str) -> list[FieldError]:
-    """The paths where two pod-spec shapes differ, down to the field (Kueue's
-    ``ValidateImmutablePodGroupPodSpec``)."""
-    if isinstance(new, Mapping) and isinstance(old, Mapping):
-        return [error for key in sorted(set(new) | set(old))
-                for error in _shape_changes(new.get(key), old.get(key), f"{path}.{key}")]
-    if isinstance(new, list) and isinstance(old, list) and len(new) == len(old):
-        return [error for index, (n, o) in enumerate(zip(new, old, strict=True))
-                for error in _shape_changes(n, o, f"{path}[{index}]")]
-    return [] if new == old else [FieldError(path, "field is immutable")]
 
 
 class StatefulSet(Deployment):
@@ -174,8 +162,7 @@ class StatefulSet(Deployment):
         old_spec = _template(old).get("spec")
         new_spec = _template(new).get("spec")
         if isinstance(old_spec, Mapping) and isinstance(new_spec, Mapping):
-            errors.extend(_shape_changes(spec_shape(new_spec), spec_shape(old_spec),
-                                         POD_SPEC_PATH))
+            errors.extend(shape_changes(new_spec, old_spec, POD_SPEC_PATH))
         before, after = replicas(old), replicas(new)
         if before != 0 and after != 0 and before != after:
             errors.append(FieldError(REPLICAS_PATH, (
@@ -236,13 +223,9 @@ class StatefulSet(Deployment):
                  "template": {"spec": copy.deepcopy(dict(_template(manifest).get("spec")
                                                          or {}))}}]
 
-    def workload_labels(self, manifest: Mapping[str, Any]) -> dict[str, str]:
-        return {JOB_UID_LABEL: str(_metadata(manifest).get("uid", ""))}
-
     def workload_annotations(self, manifest: Mapping[str, Any]) -> dict[str, str]:
-        """The owner's GVK (as Go prints one) and name, and the group-Workload mark."""
-        return {JOB_OWNER_GVK_ANNOTATION: f"{self.api_version}, Kind={self.kind}",
-                JOB_OWNER_NAME_ANNOTATION: str(_metadata(manifest).get("name", "")),
+        """Its owner (``prebuilt_workload_annotations``) and the group-Workload mark."""
+        return {**prebuilt_workload_annotations(self, manifest),
                 IS_GROUP_WORKLOAD_ANNOTATION: "true"}
 
     # --- the StatefulSet controller, and Kueue's pod reconciler ---------------------------

@@ -26,9 +26,10 @@ from django.views.decorators.http import require_GET, require_POST
 from kueueweb.roles import can_operate_in
 from multicluster.choices import PodPhase
 from multicluster.models import Pod
-from scheduling import deployments, jobframework, services, statefulsets
+from scheduling import deployments, jobframework, leaderworkersets, services, statefulsets
 from scheduling.jobframework import registry
 from scheduling.jobs import deployment as deployment_kind
+from scheduling.jobs import leaderworkerset as lws_kind
 from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
 from scheduling.web.forms import field_errors
@@ -102,20 +103,27 @@ def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
 
 
 def _serving(job: Job) -> dict[str, Any] | None:
-    """A Deployment or a StatefulSet serves until deleted: its replicas as desired and
-    ready, and its Pods, each a job (a Deployment's with its own workload, a StatefulSet's
-    members of its one group workload)."""
+    """A Deployment, a StatefulSet or a LeaderWorkerSet serves until deleted: its replicas
+    (Pods; a LeaderWorkerSet's, groups of Pods) as desired and ready, and its Pods, each a
+    job: a Deployment's each with its own workload, a StatefulSet's members of its one
+    group workload, a LeaderWorkerSet's members of their group's."""
     if deployments.manages(job):
-        pods, note = deployments.owned_pods(job), "each Pod is queued on its own"
+        desired, children = deployment_kind.replicas(job.manifest), deployments.owned_pods(job)
+        note = "each Pod is queued on its own"
     elif statefulsets.manages(job):
-        pods, note = statefulsets.owned_pods(job), "the Pods are admitted together, as one group"
+        desired, children = deployment_kind.replicas(job.manifest), statefulsets.owned_pods(job)
+        note = "the Pods are admitted together, as one group"
+    elif leaderworkersets.manages(job):
+        desired, children = lws_kind.replicas(job.manifest), leaderworkersets.owned_pods(job)
+        note = (f"groups of {lws_kind.size(job.manifest)} Pods, each group queued as one "
+                "Workload")
     else:
         return None
     status = job.status or {}
-    return {"desired": deployment_kind.replicas(job.manifest),
+    return {"desired": desired,
             "ready": status.get("readyReplicas", 0), "replicas": status.get("replicas", 0),
             "updated": status.get("updatedReplicas", 0), "note": note,
-            "pods": [p.name for p in pods]}
+            "pods": [p.name for p in children]}
 
 
 def _region_controls(job: Job, workloads: list[Workload], request: HttpRequest, *,

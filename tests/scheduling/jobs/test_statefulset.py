@@ -20,11 +20,13 @@ from multicluster.models import Pod as ClusterPod
 from scheduling import jobframework, services, statefulsets
 from scheduling.choices import QueueState, WorkloadPhase
 from scheduling.jobframework import registry
+from scheduling.jobframework.constants import (
+    JOB_OWNER_GVK_ANNOTATION,
+    JOB_OWNER_NAME_ANNOTATION,
+)
 from scheduling.jobs import pod as pods
 from scheduling.jobs.deployment import ChildPod
 from scheduling.jobs.statefulset import (
-    JOB_OWNER_GVK_ANNOTATION,
-    JOB_OWNER_NAME_ANNOTATION,
     POD_INDEX_LABEL,
     StatefulSet,
     revision,

@@ -1,0 +1,414 @@
+"""leaderworkerset.x-k8s.io/v1 LeaderWorkerSet: Kueue's leaderworkerset integration
+(``pkg/controller/jobs/leaderworkerset``) and the part of the LWS controller that keeps its
+groups of Pods.
+
+A LeaderWorkerSet keeps ``spec.replicas`` groups of ``size`` Pods: a leader and ``size - 1``
+workers. Kueue queues each group as ONE Workload, through the pod integration, which the
+framework enables implicitly for those pods only. So the kind is a ``JobKind`` (stored,
+validated, its queue checked at submission), and:
+
+* its webhook (``default``, on create and update) marks each template (the leader's, if
+  any, and the workers'): the queue and priority-class labels, the annotations
+  ``kueue.x-k8s.io/pod-suspending-parent`` and ``kueue.x-k8s.io/pod-group-serving: "true"``;
+* its validation is Kueue's: a valid queue name, no elastic annotation, ``replicas`` in
+  [0, 1,000,000]; on update a queue label frozen while a group is ready, the
+  priority-class rules, and, the set being managed, the templates' shapes (what makes a
+  pod's role) and ``size`` unchanged, since a group Workload's pod sets never change;
+* the Workload of group ``i`` (``group_workload_name``: ``leaderworkerset-<name>-<i>-<h5>``,
+  the hash over ``<name>-<i>``) is prebuilt before its Pods (``pod_sets``: ``leader`` 1 +
+  ``worker`` size - 1, or ``main`` size), so admission does not wait for them; like a
+  StatefulSet's, it belongs to the set (``prebuilds_group_workloads``);
+* each Pod is stamped as a member of its group's pod group (``pod_for``): group name = the
+  Workload's name, total count = ``size``, role hash ``leader``, ``worker`` or ``main``;
+  the job reconciler runs the set through those members, ungating a group's Pods together
+  once its Workload is admitted;
+* the controller's decisions are pure here (``plan``) and applied by
+  ``scheduling.leaderworkersets``: one Workload and ``size`` Pods per group below
+  ``replicas``; the groups above it go with their Workloads; Pods that Kueue stopped are
+  replaced. A serving group never finishes.
+
+The LWS controller makes a StatefulSet of leaders and one of workers per group; kueueweb
+makes their Pods directly, named as those StatefulSets name them (``<name>-<i>`` and
+``<name>-<i>-<j>``), with the LeaderWorkerSet as their controller.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from scheduling.core import conditions as cond
+from scheduling.core.fields import FieldError
+from scheduling.jobframework.constants import (
+    COMPONENT_WORKLOAD_INDEX_ANNOTATION,
+    DEFAULT_POD_SET_NAME,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+)
+from scheduling.jobframework.interface import JobKind
+from scheduling.jobframework.validation import (
+    int_value,
+    object_map,
+)
+from scheduling.jobframework.workload import (
+    prebuilt_workload_annotations,
+    workload_name_for_owner,
+)
+from scheduling.jobs.deployment import queue_update_errors, template_pod_errors, validate_parent
+from scheduling.jobs.pod import (
+    GROUP_NAME_LABEL,
+    GROUP_TOTAL_COUNT_ANNOTATION,
+    IS_GROUP_WORKLOAD_ANNOTATION,
+    MANAGED_LABEL,
+    MANAGED_LABEL_VALUE,
+    ROLE_HASH_ANNOTATION,
+    SERVING_ANNOTATION,
+    SUSPENDING_PARENT_ANNOTATION,
+    Pod,
+    shape_changes,
+)
+
+FRAMEWORK_NAME = "leaderworkerset.x-k8s.io/leaderworkerset"
+LEADER_POD_SET = "leader"
+WORKER_POD_SET = "worker"
+DEFAULT_REPLICAS = 1
+DEFAULT_SIZE = 1
+MAX_REPLICAS = 1_000_000
+# The LWS controller's labels and annotations on its Pods.
+LWS_PREFIX = "leaderworkerset.sigs.k8s.io"
+SET_NAME_LABEL = f"{LWS_PREFIX}/name"
+GROUP_INDEX_LABEL = f"{LWS_PREFIX}/group-index"
+WORKER_INDEX_LABEL = f"{LWS_PREFIX}/worker-index"
+SIZE_ANNOTATION = f"{LWS_PREFIX}/size"
+LEADER_NAME_ANNOTATION = f"{LWS_PREFIX}/leader-name"
+SPEC_PATH = "spec.leaderWorkerTemplate"
+LEADER_PATH = f"{SPEC_PATH}.leaderTemplate"
+WORKER_PATH = f"{SPEC_PATH}.workerTemplate"
+# A group's name is its pods' ``pod-group-name`` label, so its Workload's name must be a
+# label value: Kueue's short names (ShortWorkloadNames).
+_GROUP_NAME_MAX_LENGTH = 63
+_POD = Pod()
+
+
+@dataclass(frozen=True)
+class GroupPod:
+    """A Pod of the set, as the decisions need it: its group, and whether it is ready or
+    ended (deleted by Kueue when its group's Workload stopped)."""
+
+    name: str
+    group: int
+    ready: bool = False
+    terminated: bool = False
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """What one pass does: the groups whose Workload to create, the Workloads of groups
+    above ``replicas`` to delete (by index), the Pods to delete (by name, with the reason:
+    ``Terminated`` or ``ScaleDown``), the Pods to create (their manifests, a group's leader
+    first), and the set's new status, counting the Pods to create."""
+
+    create_workloads: list[int]
+    delete_workloads: list[int]
+    delete_pods: list[tuple[str, str]]
+    create_pods: list[dict[str, Any]]
+    status: dict[str, Any]
+
+
+def _spec(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = manifest.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _group_template(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = _spec(manifest).get("leaderWorkerTemplate")
+    return value if isinstance(value, Mapping) else {}
+
+
+def _leader_template(manifest: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    value = _group_template(manifest).get("leaderTemplate")
+    return value if isinstance(value, Mapping) else None
+
+
+def _worker_template(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = _group_template(manifest).get("workerTemplate")
+    return value if isinstance(value, Mapping) else {}
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def replicas(manifest: Mapping[str, Any]) -> int:
+    """``spec.replicas``, the API's default 1 when unset."""
+    return _int(_spec(manifest).get("replicas"), DEFAULT_REPLICAS)
+
+
+def size(manifest: Mapping[str, Any]) -> int:
+    """``spec.leaderWorkerTemplate.size``: the Pods of a group, the API's default 1."""
+    return _int(_group_template(manifest).get("size"), DEFAULT_SIZE)
+
+
+def group_workload_name(manifest: Mapping[str, Any], index: int) -> str:
+    """The Workload of group ``index`` (Kueue's ``GetWorkloadName``): named for the owner
+    ``<name>-<index>`` of this kind, hashed with the set's uid."""
+    metadata = manifest.get("metadata") or {}
+    return workload_name_for_owner(
+        f"{metadata.get('name', '')}-{index}", str(metadata.get("uid", "")),
+        kind=LeaderWorkerSet.kind, group=LeaderWorkerSet.api_version.rpartition("/")[0],
+        max_length=_GROUP_NAME_MAX_LENGTH)
+
+
+def _without_lws_keys(values: Any) -> dict[str, Any]:
+    """Labels or annotations without the LWS controller's own keys (but its name label),
+    which differ from pod to pod and are no part of a pod set."""
+    return {key: value for key, value in (values or {}).items()
+            if not key.startswith(LWS_PREFIX) or key == SET_NAME_LABEL}
+
+
+def _pod_set(name: str, count: int, template: Mapping[str, Any]) -> dict[str, Any]:
+    result = copy.deepcopy(dict(template))
+    metadata = dict(result.get("metadata") or {})
+    for key in ("labels", "annotations"):
+        if key in metadata:
+            metadata[key] = _without_lws_keys(metadata[key])
+    result["metadata"] = metadata
+    return {"name": name, "count": count, "template": result}
+
+
+class LeaderWorkerSet(JobKind):
+    framework_name = FRAMEWORK_NAME
+    api_version = "leaderworkerset.x-k8s.io/v1"
+    kind = "LeaderWorkerSet"
+    plural = "leaderworkersets"
+    implicitly_enables = (_POD.framework_name,)
+    keeps_replicas = True
+    prebuilds_group_workloads = True
+
+    # --- admission webhook ---------------------------------------------------------------
+
+    def validate_on_create(
+        self, manifest: Mapping[str, Any], *, namespace: str, slices_enabled: bool
+    ) -> list[FieldError]:
+        errors, spec = validate_parent(self, manifest, namespace=namespace,
+                                       slices_enabled=slices_enabled)
+        if spec is None:
+            return errors
+        count = spec.get("replicas")
+        if count is not None and int_value(count, "spec.replicas", errors) is not None and not (
+                0 <= count <= MAX_REPLICAS):
+            bound = f"must be >= 0, got {count}" if count < 0 else (
+                f"must be <= {MAX_REPLICAS}, got {count}")
+            errors.append(FieldError("spec.replicas", (
+                f"Invalid value: {count}: invalid LeaderWorkerSet replicas: {bound}")))
+        group = spec.get("leaderWorkerTemplate")
+        if not isinstance(group, Mapping):
+            errors.append(FieldError(SPEC_PATH, "is required" if group is None
+                                     else "must be an object"))
+            return errors
+        if group.get("size") is not None:
+            int_value(group["size"], f"{SPEC_PATH}.size", errors, minimum=1)
+        for template, path, required in ((group.get("leaderTemplate"), LEADER_PATH, False),
+                                         (group.get("workerTemplate"), WORKER_PATH, True)):
+            if template is None and not required:
+                continue
+            if not isinstance(template, Mapping):
+                errors.append(FieldError(path, "is required" if template is None
+                                         else "must be an object"))
+                continue
+            # Each template is what Pods are made of: checked now as they will be.
+            errors.extend(template_pod_errors(template, path, namespace=namespace,
+                                              slices_enabled=slices_enabled))
+        return errors
+
+    def validate_on_update(
+        self, old: Mapping[str, Any], new: Mapping[str, Any], *, ready_replicas: int,
+        namespace: str, slices_enabled: bool,
+    ) -> list[FieldError]:
+        """``validate_on_create`` of the new object and Kueue's update rules: while a group
+        is ready the queue label may not change, and it may never be removed; a priority
+        class may not be added while a group is ready, nor removed; the set is managed, so
+        the templates' shapes (a leader template may not come or go) and ``size`` stay."""
+        errors = self.validate_on_create(new, namespace=namespace,
+                                         slices_enabled=slices_enabled)
+        errors.extend(queue_update_errors(old, new, ready_replicas=ready_replicas))
+        old_leader, new_leader = _leader_template(old), _leader_template(new)
+        if (old_leader is None) != (new_leader is None):
+            errors.append(FieldError(LEADER_PATH, "field is immutable"))
+        elif old_leader is not None and new_leader is not None:
+            errors.extend(shape_changes(new_leader.get("spec") or {},
+                                        old_leader.get("spec") or {}, f"{LEADER_PATH}.spec"))
+        errors.extend(shape_changes(_worker_template(new).get("spec") or {},
+                                    _worker_template(old).get("spec") or {},
+                                    f"{WORKER_PATH}.spec"))
+        if size(new) != size(old):
+            errors.append(FieldError(f"{SPEC_PATH}.size", "field is immutable"))
+        return errors
+
+    def default(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """Kueue's webhook for a queued LeaderWorkerSet: each template gets the set's queue
+        and priority-class labels, the parent annotation and the serving annotation; with
+        the API's defaults kueueweb reads (one replica of size one)."""
+        result = copy.deepcopy(dict(manifest))
+        spec = result.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            return result
+        spec.setdefault("replicas", DEFAULT_REPLICAS)
+        group = spec.setdefault("leaderWorkerTemplate", {})
+        if not isinstance(group, dict):
+            return result
+        group.setdefault("size", DEFAULT_SIZE)
+        own = _labels(result)
+        for key in ("leaderTemplate", "workerTemplate"):
+            template = group.get(key) if key == "leaderTemplate" else group.setdefault(key, {})
+            if not isinstance(template, dict):
+                continue
+            metadata = template.setdefault("metadata", {})
+            labels = dict(metadata.get("labels") or {})
+            for label in (QUEUE_NAME_LABEL, PRIORITY_CLASS_LABEL):
+                if own.get(label):
+                    labels[label] = own[label]
+            if labels:
+                metadata["labels"] = labels
+            metadata["annotations"] = {**(metadata.get("annotations") or {}),
+                                       SUSPENDING_PARENT_ANNOTATION: FRAMEWORK_NAME,
+                                       SERVING_ANNOTATION: "true"}
+            pod_spec = template.setdefault("spec", {})
+            if isinstance(pod_spec, dict):
+                # A Pod's default, which its group's pod sets record: a serving pod's
+                # containers restart whenever they exit.
+                pod_spec.setdefault("restartPolicy", "Always")
+        return result
+
+    def is_suspended(self, manifest: Mapping[str, Any]) -> bool:
+        """A LeaderWorkerSet has no suspend: Kueue holds its Pods, gated by group."""
+        return False
+
+    def pod_templates(self, manifest: Mapping[str, Any]) -> list[tuple[Any, str]]:
+        leader = _leader_template(manifest)
+        worker = (_worker_template(manifest), WORKER_PATH)
+        return [(leader, LEADER_PATH), worker] if leader is not None else [worker]
+
+    def pod_priority_class(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
+        for template, path in self.pod_templates(manifest):
+            name = object_map(template.get("spec"), "", []).get("priorityClassName")
+            if name:
+                return str(name), f"{path}.spec.priorityClassName"
+        return None
+
+    # --- the Workload of a group ---------------------------------------------------------
+
+    def pod_sets(self, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Kueue's pod sets of every group: ``leader`` (1) and ``worker`` (size - 1) with a
+        leader template, else ``main`` (size); the templates keep their metadata, but the
+        LWS controller's keys."""
+        leader = _leader_template(manifest)
+        if leader is None:
+            return [_pod_set(DEFAULT_POD_SET_NAME, size(manifest), _worker_template(manifest))]
+        return [_pod_set(LEADER_POD_SET, 1, leader),
+                _pod_set(WORKER_POD_SET, size(manifest) - 1, _worker_template(manifest))]
+
+    def workload_annotations(self, manifest: Mapping[str, Any], index: int) -> dict[str, str]:
+        """The annotations of group ``index``'s Workload: its owner, its index, and that it
+        is a pod group's."""
+        return {**prebuilt_workload_annotations(self, manifest),
+                COMPONENT_WORKLOAD_INDEX_ANNOTATION: str(index),
+                IS_GROUP_WORKLOAD_ANNOTATION: "true"}
+
+    # --- the LWS controller --------------------------------------------------------------
+
+    def pod_for(self, manifest: Mapping[str, Any], index: int, worker: int) -> dict[str, Any]:
+        """Pod ``worker`` of group ``index`` (0: the leader), as the LWS controller names
+        and labels it, stamped by Kueue as a member of its group's pod group, owned by the
+        set. A group without a leader template makes its leader of the workers'."""
+        metadata = manifest.get("metadata") or {}
+        name = str(metadata.get("name", ""))
+        leader_template = _leader_template(manifest)
+        template = (leader_template if worker == 0 and leader_template is not None
+                    else _worker_template(manifest))
+        template_metadata = template.get("metadata") or {}
+        leader_name = f"{name}-{index}"
+        if leader_template is None:
+            role = DEFAULT_POD_SET_NAME
+        else:
+            role = LEADER_POD_SET if worker == 0 else WORKER_POD_SET
+        annotations = {**(template_metadata.get("annotations") or {}),
+                       SIZE_ANNOTATION: str(size(manifest)),
+                       GROUP_TOTAL_COUNT_ANNOTATION: str(size(manifest)),
+                       ROLE_HASH_ANNOTATION: role}
+        if worker:
+            annotations[LEADER_NAME_ANNOTATION] = leader_name
+        spec = copy.deepcopy(dict(template.get("spec") or {}))
+        return {
+            "apiVersion": _POD.api_version,
+            "kind": _POD.kind,
+            "metadata": {
+                "name": f"{leader_name}-{worker}" if worker else leader_name,
+                "namespace": metadata.get("namespace"),
+                "labels": {**(template_metadata.get("labels") or {}),
+                           SET_NAME_LABEL: name, GROUP_INDEX_LABEL: str(index),
+                           WORKER_INDEX_LABEL: str(worker),
+                           MANAGED_LABEL: MANAGED_LABEL_VALUE,
+                           GROUP_NAME_LABEL: group_workload_name(manifest, index)},
+                "annotations": annotations,
+                "ownerReferences": [self.controller_reference(manifest)],
+            },
+                "spec": spec,
+        }
+
+    def plan(self, manifest: Mapping[str, Any], status: Mapping[str, Any],
+             pods: Sequence[GroupPod], workloads: Sequence[int], *,
+             now: datetime) -> GroupPlan:
+        """One pass over the set's ``pods`` and the groups that have a Workload
+        (``workloads``, by index): every group below ``replicas`` gets its Workload and its
+        ``size`` Pods, Pods that ended are replaced, and the groups above go."""
+        desired, group_size = replicas(manifest), size(manifest)
+        having = set(workloads)
+        delete: list[tuple[str, str]] = []
+        kept: dict[str, GroupPod] = {}
+        for pod in pods:
+            if pod.group >= desired:
+                delete.append((pod.name, "ScaleDown"))
+            elif pod.terminated:
+                delete.append((pod.name, "Terminated"))
+            else:
+                kept[pod.name] = pod
+        create = [self.pod_for(manifest, index, worker)
+                  for index in range(desired) for worker in range(group_size)]
+        create = [pod for pod in create if pod["metadata"]["name"] not in kept]
+        ready = sum(1 for index in range(desired)
+                    if sum(1 for p in kept.values() if p.group == index and p.ready)
+                    == group_size)
+        return GroupPlan(
+            create_workloads=[index for index in range(desired) if index not in having],
+            delete_workloads=sorted(index for index in having if index >= desired),
+            delete_pods=delete, create_pods=create,
+            status=self._status(manifest, status, total=desired, ready=ready, now=now))
+
+    def _status(self, manifest: Mapping[str, Any], status: Mapping[str, Any], *, total: int,
+                ready: int, now: datetime) -> dict[str, Any]:
+        """The set's status over its groups: ``readyReplicas`` are the groups whose Pods are
+        all ready, and ``Available`` holds once every group is."""
+        desired = replicas(manifest)
+        available = ready >= desired
+        result: dict[str, Any] = {
+            "observedGeneration": (manifest.get("metadata") or {}).get("generation", 1),
+            "replicas": total,
+            "updatedReplicas": total,
+            "readyReplicas": ready,
+        }
+        result["conditions"] = cond.set_condition(
+            list(status.get("conditions") or []), "Available", available,
+            "AllGroupsReady" if available else "GroupsNotReady",
+            "All replicas are ready" if available else "Not all replicas are ready", now=now)
+        return result
+
