@@ -219,7 +219,7 @@ def test_kinds_are_found_by_kind_and_by_framework_name(sleeper: jobframework.Gen
     assert registry.by_kind("example.kueueweb.io/v1", "Sleeper") is sleeper
     assert registry.by_framework("example.kueueweb.io/sleeper") is sleeper
     assert registry.by_framework("batch/job") is registry.by_kind("batch/v1", "Job")
-    assert registry.by_kind("apps/v1", "StatefulSet") is None
+    assert registry.by_kind("apps/v1", "ReplicaSet") is None
     with pytest.raises(ValueError, match="already registered"):
         registry.register(Sleeper())
 
