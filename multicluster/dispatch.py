@@ -32,7 +32,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from django.conf import settings
 from django.db import transaction
@@ -48,8 +48,9 @@ from multicluster.choices import (
 from multicluster.core import dispatch as core
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig
 from scheduling import job_reconciler as reconciler
-from scheduling import jobframework
+from scheduling import jobframework, services
 from scheduling.choices import EventType, WorkloadPhase
+from scheduling.jobframework import registry
 from scheduling.models import Event, Job, Workload
 from scheduling.scheduler import admission
 from scheduling.services import local_queue_for, save_new_workload
@@ -59,7 +60,7 @@ from scheduling.workload import lifecycle
 logger = logging.getLogger(__name__)
 
 DISPATCH_TASK = admission.DISPATCH_TASK
-MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+MULTIKUEUE_ORIGIN_LABEL = jobframework.MULTIKUEUE_ORIGIN_LABEL
 _RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 
 
@@ -338,9 +339,14 @@ def _delete_remote(remote: Workload, *, now: datetime) -> None:
     job = remote.job
     remote.delete()
     if job is not None and _ours(job) and not job.workloads.exists():
-        # A group's members go together (Kueue's pod adapter deletes every member's copy).
-        members = job.group_members() if job.group_name else [job]
-        Job.objects.filter(pk__in=[m.pk for m in members if _ours(m)]).delete()
+        if reconciler.runs_through_members(job):
+            # A StatefulSet goes with its Pods, as the worker's garbage collector takes them.
+            services.delete_job(job)
+        else:
+            # A group's members go together (Kueue's pod adapter deletes every member's
+            # copy).
+            members = job.group_members() if job.group_name else [job]
+            Job.objects.filter(pk__in=[m.pk for m in members if _ours(m)]).delete()
     if freed is not None:
         admission.on_quota_released(worker_id, [freed], now=now)
     else:
@@ -430,7 +436,7 @@ def _propagate_scale_down(wl: Workload, remote: Workload, *, now: datetime) -> N
     worker_id = lifecycle.domain_of(remote)
     if remote.cluster_queue_id is not None and remote.phase in _RESERVED:
         admission.on_quota_released(worker_id, [remote.cluster_queue_id], now=now)
-    if remote.job is not None:
+    if remote.job is not None and not reconciler.runs_through_members(remote.job):
         integration = reconciler.integration_of(remote.job)
         remote.job.manifest = integration.scale(
             remote.job.manifest, {str(ps.get("name")): int(ps.get("count", 1)) for ps in pod_sets})
@@ -443,6 +449,13 @@ def _ensure_remote_job(wl: Workload, remote: Workload, worker: Cluster) -> None:
     member of a group); an elastic job's parallelism follows the admitted slice."""
     hub_job = wl.job
     if hub_job is None:
+        return
+    if reconciler.runs_through_members(hub_job):
+        # Its Workload was built for it (a StatefulSet's): the object itself goes, once,
+        # and the worker's controller makes the Pods that join the Workload there.
+        if remote.job is None:
+            _link_remote_job(remote, _copy_to_worker(hub_job, remote, worker,
+                                                     _prebuilding_kind(hub_job)), worker)
         return
     integration = reconciler.integration_of(hub_job)
     if hub_job.group_name and isinstance(integration, jobframework.JobGroup):
@@ -458,14 +471,34 @@ def _ensure_remote_job(wl: Workload, remote: Workload, worker: Cluster) -> None:
                 job.save(update_fields=["manifest", "resource_version", "updated_at"])
                 reconcile.request_cluster_sync(int(worker.pk))
         return
-    job = _copy_to_worker(hub_job, remote, worker, integration)
+    _link_remote_job(remote, _copy_to_worker(hub_job, remote, worker, integration), worker)
+
+
+def _link_remote_job(remote: Workload, job: Job, worker: Cluster) -> None:
     Workload.objects.filter(pk=remote.pk).update(job=job)
     remote.job = job
     reconcile.request_cluster_sync(int(worker.pk))
 
 
+@runtime_checkable
+class _Adapter(Protocol):
+    """What a kind's MultiKueue adapter gives for the worker's copy."""
+
+    def multikueue_copy(self, manifest: Mapping[str, Any], *,
+                        labels: Mapping[str, str]) -> dict[str, Any]: ...
+
+
+def _prebuilding_kind(job: Job) -> _Adapter:
+    """The kind of an object whose Workloads are built for it; its MultiKueue adapter."""
+    kind = registry.by_kind(job.api_version, job.kind)
+    if not isinstance(kind, _Adapter):
+        raise LookupError(f"no MultiKueue adapter is registered for {job.api_version} "
+                          f"{job.kind}")
+    return kind
+
+
 def _copy_to_worker(hub_job: Job, remote: Workload, worker: Cluster,
-                    integration: jobframework.GenericJob) -> Job:
+                    integration: _Adapter) -> Job:
     """The integration's ``multikueue_copy`` of a hub job, stored on ``worker`` for the
     remote Workload (origin and prebuilt-workload labels), suspended until it runs there."""
     manifest = integration.multikueue_copy(hub_job.manifest, labels={
@@ -506,6 +539,10 @@ def _sync_job_status(wl: Workload, remote: Workload, *, now: datetime) -> None:
     """The remote job's status on the hub job, and the PodsReady/reclaim it implies."""
     hub_job, remote_job = wl.job, remote.job
     if hub_job is None or remote_job is None:
+        return
+    if reconciler.runs_through_members(hub_job):
+        # Kueue's StatefulSet adapter syncs no status: the hub's own controller would
+        # overwrite it, and the hub's Pods, gated, are not the ones running.
         return
     integration = reconciler.integration_of(remote_job)
     report: jobframework.JobReport

@@ -104,11 +104,12 @@ def _sync_workload(statefulset: Job, now: datetime, events: list[Event]) -> Work
     """Kueue's StatefulSet reconciler on the Workload: build it while there are replicas
     and there is none; at 0 replicas put it on hold once it holds quota (it is kept, so
     that scaling up queues it again); with replicas again, lift the hold and follow the
-    StatefulSet's queue."""
+    StatefulSet's queue. A MultiKueue hub's copy on a worker gets none built."""
     desired = replicas(statefulset.manifest)
     wl = workload_of(statefulset)
     if wl is None:
-        if desired == 0:
+        if desired == 0 or KIND.is_multikueue_copy(statefulset.manifest):
+            # A MultiKueue copy's Workload is the hub's, created here by its dispatch.
             return None
         return deployments.prebuild_workload(
             statefulset, KIND, name=KIND.workload_name(statefulset.manifest),

@@ -8,6 +8,10 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+# On what a MultiKueue hub creates in a worker: the hub's origin name, and (on a kind whose
+# Workload the worker names after its owner's uid, a StatefulSet) the hub object's uid.
+MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+MULTIKUEUE_ORIGIN_UID_ANNOTATION = "kueue.x-k8s.io/multikueue-origin-uid"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 # The scheduling gate that holds the pods of an elastic job beyond its admitted slice.

@@ -36,6 +36,8 @@ from typing import Any
 from scheduling.core.fields import FieldError
 from scheduling.jobframework.constants import (
     DEFAULT_POD_SET_NAME,
+    MULTIKUEUE_ORIGIN_LABEL,
+    MULTIKUEUE_ORIGIN_UID_ANNOTATION,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
 )
@@ -210,11 +212,25 @@ class StatefulSet(Deployment):
 
     # --- the prebuilt Workload (Kueue's StatefulSet reconciler) ---------------------------
 
-    def workload_name(self, manifest: Mapping[str, Any]) -> str:
-        """``statefulset-<name>-<h5>``, hashed over the kind, group, name and uid."""
+    def is_multikueue_copy(self, manifest: Mapping[str, Any]) -> bool:
+        """It is a MultiKueue hub's copy on a worker (it carries the origin label): its
+        Workload is the hub's, created there by the hub, never built for it."""
+        return MULTIKUEUE_ORIGIN_LABEL in (_metadata(manifest).get("labels") or {})
+
+    def owner_uid(self, manifest: Mapping[str, Any]) -> str:
+        """The uid its Workload's name is hashed over: on a MultiKueue copy the hub
+        object's (its origin-uid annotation), so that the name is the hub's; else its own."""
         metadata = _metadata(manifest)
-        return workload_name_for_owner(str(metadata.get("name", "")),
-                                       str(metadata.get("uid", "")), kind=self.kind,
+        annotations = metadata.get("annotations") or {}
+        if self.is_multikueue_copy(manifest) and annotations.get(
+                MULTIKUEUE_ORIGIN_UID_ANNOTATION):
+            return str(annotations[MULTIKUEUE_ORIGIN_UID_ANNOTATION])
+        return str(metadata.get("uid", ""))
+
+    def workload_name(self, manifest: Mapping[str, Any]) -> str:
+        """``statefulset-<name>-<h5>``, hashed over the kind, group, name and owner uid."""
+        return workload_name_for_owner(str(_metadata(manifest).get("name", "")),
+                                       self.owner_uid(manifest), kind=self.kind,
                                        group=self.group)
 
     def pod_sets(self, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -227,6 +243,25 @@ class StatefulSet(Deployment):
         """Its owner (``prebuilt_workload_annotations``) and the group-Workload mark."""
         return {**prebuilt_workload_annotations(self, manifest),
                 IS_GROUP_WORKLOAD_ANNOTATION: "true"}
+
+    # --- MultiKueue (Kueue's StatefulSet adapter) -----------------------------------------
+
+    def multikueue_copy(self, manifest: Mapping[str, Any], *,
+                        labels: Mapping[str, str]) -> dict[str, Any]:
+        """The StatefulSet a MultiKueue worker gets: its metadata fit for creation with
+        ``labels`` (origin, prebuilt workload) and the hub object's uid as its origin uid,
+        the spec whole, no status. It has no ``managedBy`` to clear and is not suspended:
+        the worker's StatefulSet controller makes its Pods, which join the hub's Workload
+        there. Nothing comes back (the hub's own StatefulSet controller writes the hub
+        object's status), and the hub's Pods stay gated."""
+        metadata = _metadata(manifest)
+        copied = {k: copy.deepcopy(v) for k, v in metadata.items()
+                  if k in ("name", "namespace", "labels", "annotations", "generation")}
+        copied["labels"] = {**(copied.get("labels") or {}), **labels}
+        copied["annotations"] = {**(copied.get("annotations") or {}),
+                                 MULTIKUEUE_ORIGIN_UID_ANNOTATION: str(metadata.get("uid", ""))}
+        return {"apiVersion": self.api_version, "kind": self.kind, "metadata": copied,
+                "spec": copy.deepcopy(dict(_spec(manifest)))}
 
     # --- the StatefulSet controller, and Kueue's pod reconciler ---------------------------
 

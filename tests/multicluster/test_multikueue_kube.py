@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 from multicluster import dispatch
 from multicluster.kube import connection, sync
 from multicluster.models import Cluster
+from scheduling import deployments, statefulsets
 from scheduling import job_reconciler as reconciler
 from scheduling.choices import WorkloadPhase
 from scheduling.manifests.apply import apply_manifests
@@ -324,3 +325,90 @@ def test_sample_rayjob_on_the_hub_runs_on_a_kubernetes_worker(
     job.refresh_from_db()
     assert job.status["jobStatus"] == "SUCCEEDED"
     assert kube_api.get("rayjobs", "default", job.name) is None
+
+
+# --- serving kinds ---------------------------------------------------------------------------
+
+
+def serving_stepper(kube_api: Any, manager: Cluster, worker: Cluster) -> Callable[[Any], None]:
+    """``stepper`` with the Deployment and StatefulSet controllers of every domain, and the
+    worker's kubelets running each Pod there, ready."""
+    step = stepper(kube_api, manager, worker)
+
+    def serving_step(at: Any) -> None:
+        deployments.sync_all(now=at)
+        statefulsets.sync_all(now=at)
+        step(at)
+        for pod in kube_api.objects("pods", "default"):
+            if (pod.get("status") or {}).get("phase") != "Running":
+                kube_api.set_pod("default", pod["metadata"]["name"], phase="Running",
+                                 ready=True)
+    return serving_step
+
+
+@pytest.fixture
+def serving_enabled(settings: Any) -> None:
+    settings.KUEUEWEB = {**settings.KUEUEWEB, "INTEGRATIONS_FRAMEWORKS": [
+        *settings.KUEUEWEB["INTEGRATIONS_FRAMEWORKS"], "deployment", "statefulset"]}
+
+
+def serve_on_worker(kube_api: Any, manager: Cluster, admin_client_api: APIClient,
+                    example: str, seconds: int) -> tuple[Job, Cluster, Any]:
+    """Kueue's serving example submitted to the hub and stepped for ``seconds``: the
+    object, the worker, and when it was submitted."""
+    worker = connect_worker(kube_api, manager, admin_client_api)
+    job = submit_example(manager, admin_client_api, f"serving-workloads/{example}")
+    step = serving_stepper(kube_api, manager, worker)
+    now = timezone.now().replace(microsecond=0)
+    for second in range(seconds):
+        step(now + timedelta(seconds=second))
+    return job, worker, now
+
+
+@pytest.mark.usefixtures("serving_enabled")
+def test_sample_deployment_on_the_hub_runs_each_pod_on_a_kubernetes_worker(
+    kube_api: Any, manager: Cluster, admin_client_api: APIClient,
+) -> None:
+    deployment, worker, _ = serve_on_worker(kube_api, manager, admin_client_api,
+                                            "sample-deployment.yaml", 5)
+
+    hub_pods = deployments.owned_pods(deployment)
+    assert len(hub_pods) == 3
+    on_worker = {p["metadata"]["name"]: p for p in kube_api.objects("pods", "default")}
+    assert set(on_worker) == {job.name for job in hub_pods}
+    for job in hub_pods:
+        # Each Pod has its own Workload, dispatched on its own.
+        hub = Workload.objects.get(job=job)
+        assert (hub.cluster_name, hub.phase) == (worker.name, WorkloadPhase.ADMITTED)
+        labels = on_worker[job.name]["metadata"]["labels"]
+        assert labels["kueue.x-k8s.io/prebuilt-workload-name"] == hub.name
+        assert "schedulingGates" not in on_worker[job.name]["spec"]
+        job.refresh_from_db()
+        assert job.status["phase"] == "Running"
+        assert reconciler.integration_of(job).is_suspended(job.manifest)  # gated on the hub
+    assert kube_api.requests_to("POST", "/apis/apps") == []
+
+
+@pytest.mark.usefixtures("serving_enabled")
+def test_sample_statefulset_on_the_hub_runs_its_pods_on_a_kubernetes_worker(
+    kube_api: Any, manager: Cluster, admin_client_api: APIClient,
+) -> None:
+    statefulset, worker, now = serve_on_worker(kube_api, manager, admin_client_api,
+                                               "sample-statefulset.yaml", 8)
+
+    hub = Workload.objects.get(job=statefulset)
+    assert (hub.cluster_name, hub.phase) == (worker.name, WorkloadPhase.ADMITTED)
+    # The worker's domain keeps the StatefulSet's copy; its Pods, by ordinal, run on the
+    # worker's API server as members of the hub's Workload.
+    remote = Job.objects.get(cluster=worker, kind="StatefulSet")
+    assert remote.manifest["metadata"]["annotations"][
+        "kueue.x-k8s.io/multikueue-origin-uid"] == str(statefulset.uid)
+    on_worker = {p["metadata"]["name"]: p for p in kube_api.objects("pods", "default")}
+    assert set(on_worker) == {f"nginx-statefulset-{i}" for i in range(3)}
+    assert {p["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"]
+            for p in on_worker.values()} == {hub.name}
+    statefulsets.sync_statefulset(remote.pk, now=now + timedelta(seconds=8))
+    remote.refresh_from_db()
+    assert remote.status["readyReplicas"] == 3
+    # The hub's Pods stay gated.
+    assert all(job.suspend for job in statefulsets.owned_pods(statefulset))

@@ -19,14 +19,25 @@ def t0() -> datetime:
 
 
 @pytest.fixture
-def user_queue_domain(kube_api: Any, kube_cluster: Cluster,
-                      make_queue: Callable[..., ClusterQueue]) -> Cluster:
+def make_user_queue_domain(kube_api: Any, kube_cluster: Cluster,
+                           make_queue: Callable[..., ClusterQueue]) -> Callable[[str], Cluster]:
     """The Kubernetes cluster's own queues as Kueue's examples expect them: LocalQueue
-    ``user-queue`` in the test namespace, a spot flavor with node labels, 10 CPUs, 10G."""
-    cq = make_queue("cq", {"cpu": "10", "memory": "10G"}, flavor="spot",
-                    namespace=kube_api.namespace, cluster=kube_cluster)
-    ResourceFlavor.objects.filter(cluster=kube_cluster, name="spot").update(
-        node_labels={"instance-type": "spot"})
-    LocalQueue.objects.create(cluster=kube_cluster, namespace=kube_api.namespace,
-                              name="user-queue", cluster_queue=cq)
-    return kube_cluster
+    ``user-queue`` in the test namespace, a spot flavor with node labels, the CPUs given
+    and 10G."""
+
+    def make(cpu: str) -> Cluster:
+        cq = make_queue("cq", {"cpu": cpu, "memory": "10G"}, flavor="spot",
+                        namespace=kube_api.namespace, cluster=kube_cluster)
+        ResourceFlavor.objects.filter(cluster=kube_cluster, name="spot").update(
+            node_labels={"instance-type": "spot"})
+        LocalQueue.objects.create(cluster=kube_cluster, namespace=kube_api.namespace,
+                                  name="user-queue", cluster_queue=cq)
+        return kube_cluster
+
+    return make
+
+
+@pytest.fixture
+def user_queue_domain(make_user_queue_domain: Callable[[str], Cluster]) -> Cluster:
+    """``user-queue`` with 10 CPUs."""
+    return make_user_queue_domain("10")

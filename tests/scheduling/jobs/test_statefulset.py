@@ -15,6 +15,8 @@ import pytest
 import yaml
 from rest_framework.test import APIClient
 
+from multicluster import dispatch
+from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
 from multicluster.models import Pod as ClusterPod
 from scheduling import jobframework, services, statefulsets
@@ -35,6 +37,7 @@ from scheduling.models import ClusterQueue, Event, Job, LocalQueue, Workload
 from scheduling.validation import errors_to_dict
 from scheduling.workload import conditions as cond
 from tests.fixtures.scheduling import Reconcilers
+from tests.multicluster.test_dispatch import Everything, hub  # noqa: F401 (fixture)
 
 SAMPLE = (Path(__file__).resolve().parents[2] / "fixtures" / "kueue_examples"
           / "serving-workloads" / "sample-statefulset.yaml")
@@ -446,3 +449,146 @@ def test_the_job_page_shows_a_serving_statefulset_with_ready_of_desired_replicas
     assert "admitted together, as one group" in body
     for index in range(3):
         assert f"/jobs/Pod/nginx-statefulset-{index}/" in body
+
+
+# --- MultiKueue ----------------------------------------------------------------------------
+
+
+def test_the_multikueue_copy_is_the_statefulset_with_the_hub_uid_and_no_status() -> None:
+    manifest = KIND.default(sample())
+    manifest["metadata"].update(namespace="research", uid="hub-uid", resourceVersion="7",
+                                creationTimestamp="2025-03-01T12:00:00Z")
+    manifest["status"] = {"replicas": 1, "readyReplicas": 0}
+    hub_name = KIND.workload_name(manifest)
+
+    copied = KIND.multikueue_copy(manifest, labels={
+        jobframework.MULTIKUEUE_ORIGIN_LABEL: "multikueue",
+        jobframework.PREBUILT_WORKLOAD_LABEL: hub_name})
+
+    assert copied["apiVersion"] == "apps/v1"
+    assert copied["kind"] == "StatefulSet"
+    assert copied["metadata"] == {
+        "name": "nginx-statefulset", "namespace": "research",
+        "labels": {**manifest["metadata"]["labels"],
+                   jobframework.MULTIKUEUE_ORIGIN_LABEL: "multikueue",
+                   jobframework.PREBUILT_WORKLOAD_LABEL: hub_name},
+        "annotations": {jobframework.MULTIKUEUE_ORIGIN_UID_ANNOTATION: "hub-uid"}}
+    assert copied["spec"] == manifest["spec"]
+    assert "status" not in copied
+    assert KIND.is_multikueue_copy(copied)
+    assert not KIND.is_multikueue_copy(manifest)
+    # On the worker it has a uid of its own, yet names its Workload as the hub does.
+    copied["metadata"]["uid"] = "worker-uid"
+    assert KIND.owner_uid(copied) == "hub-uid"
+    assert KIND.workload_name(copied) == hub_name
+    # The annotation counts only on a copy.
+    manifest["metadata"]["annotations"] = {jobframework.MULTIKUEUE_ORIGIN_UID_ANNOTATION: "x"}
+    assert KIND.owner_uid(manifest) == "hub-uid"
+
+
+@pytest.fixture
+def multikueue(hub: Cluster, enabled: None) -> Cluster:  # noqa: F811
+    """The demo's hub dispatching ``multikueue-queue`` in ``research`` to two workers, with
+    no job of its own."""
+    Job.objects.all().delete()
+    Workload.objects.all().delete()
+    return hub
+
+
+def dispatched(hub: Cluster, t0: datetime) -> tuple[Job, datetime]:  # noqa: F811
+    """The sample in the MultiKueue queue, stepped (every controller and reconciler of every
+    domain) until a worker runs its three Pods."""
+    manifest = sample()
+    manifest["metadata"]["labels"][QUEUE] = "multikueue-queue"
+    statefulset = services.submit_job(manifest, namespace="research", cluster=hub)
+    return statefulset, step_all(t0, until=serving_on_a_worker)
+
+
+def serving_on_a_worker() -> bool:
+    """A worker's StatefulSet counts its three Pods ready."""
+    remote = Job.objects.filter(kind="StatefulSet", cluster__role=ClusterRole.WORKER).first()
+    return remote is not None and (remote.status or {}).get("readyReplicas") == 3
+
+
+def step_all(start: datetime, *, until: Callable[[], bool], limit: int = 15) -> datetime:
+    """Every second until ``until()`` holds: the StatefulSet controllers of every domain and
+    every domain's reconcilers with the hub's dispatch."""
+    everything = Everything()
+    now = start
+    for offset in range(limit):
+        if until():
+            return now
+        now = start + timedelta(seconds=offset)
+        statefulsets.sync_all(now=now)
+        everything.step(now, rounds=2)
+    assert until(), f"not reached in {limit} seconds"
+    return now
+
+
+@pytest.mark.django_db
+def test_through_multikueue_the_statefulset_itself_goes_and_the_hub_pods_stay_gated(
+    multikueue: Cluster, t0: datetime,
+) -> None:
+    statefulset, _ = dispatched(multikueue, t0)
+
+    hub_wl = Workload.objects.get(job=statefulset)
+    assert hub_wl.cluster.role == ClusterRole.MANAGER
+    assert hub_wl.phase == WorkloadPhase.ADMITTED
+    worker = Cluster.objects.get(name=hub_wl.cluster_name)
+    # The worker has the StatefulSet as Kueue's adapter sends it, and the hub's Workload,
+    # under the hub's name, which it builds none besides.
+    remote = Job.objects.get(cluster=worker, kind="StatefulSet")
+    labels = remote.manifest["metadata"]["labels"]
+    assert labels[jobframework.MULTIKUEUE_ORIGIN_LABEL] == "multikueue"
+    assert labels[jobframework.PREBUILT_WORKLOAD_LABEL] == hub_wl.name
+    assert remote.manifest["metadata"]["annotations"] == {
+        jobframework.MULTIKUEUE_ORIGIN_UID_ANNOTATION: str(statefulset.uid)}
+    assert remote.uid != statefulset.uid
+    (remote_wl,) = Workload.objects.filter(cluster=worker)
+    assert (remote_wl.name, remote_wl.job_id) == (hub_wl.name, remote.pk)
+    # Its own controller makes the Pods there, members of that Workload's group.
+    members = statefulsets.owned_pods(remote)
+    assert [job.group_name for job in members] == [hub_wl.name] * 3
+    assert ClusterPod.objects.filter(cluster=worker, phase="Running").count() == 3
+    # On the hub nothing runs: its Pods stay gated, and no status comes back.
+    hub_pods = statefulsets.owned_pods(statefulset)
+    assert hub_pods
+    assert all(job.suspend and pods.is_gated(job.manifest) for job in hub_pods)
+    assert not ClusterPod.objects.filter(cluster=multikueue).exists()
+    statefulset.refresh_from_db()
+    assert statefulset.status["readyReplicas"] == 0
+    remote.refresh_from_db()
+    assert remote.status["readyReplicas"] == 3
+
+
+@pytest.mark.django_db
+def test_through_multikueue_eviction_and_scale_to_zero_delete_the_workers_statefulset(
+    multikueue: Cluster, t0: datetime,
+) -> None:
+    statefulset, now = dispatched(multikueue, t0)
+    hub_wl = Workload.objects.get(job=statefulset)
+    first = Job.objects.get(kind="StatefulSet", cluster__role=ClusterRole.WORKER)
+
+    services.evict_workload(hub_wl, now=now)
+    dispatch.sync_dispatch(multikueue.pk, now=now)
+
+    # The worker's StatefulSet went with its Pods and its copy of the Workload.
+    assert not Job.objects.filter(cluster__role=ClusterRole.WORKER).exists()
+    assert not Workload.objects.filter(cluster__role=ClusterRole.WORKER).exists()
+    assert not ClusterPod.objects.filter(cluster_id=first.cluster_id).exists()
+
+    # Its quota back on the hub, readmitted, it is dispatched again and runs once more.
+    now = step_all(now + timedelta(seconds=1), until=lambda: serving_on_a_worker())
+    hub_wl.refresh_from_db()
+    assert hub_wl.phase == WorkloadPhase.ADMITTED
+    again = Job.objects.get(kind="StatefulSet", cluster__role=ClusterRole.WORKER)
+    assert again.uid != first.uid
+
+    statefulsets.scale_statefulset(statefulset, 0)
+    step_all(now + timedelta(seconds=1), until=lambda: not Job.objects.filter(
+        cluster__role=ClusterRole.WORKER).exists())
+
+    hub_wl.refresh_from_db()
+    assert cond.find(hub_wl.conditions, "QuotaReserved")["reason"] == "OnHold"
+    assert not Workload.objects.filter(cluster__role=ClusterRole.WORKER).exists()
+    assert not ClusterPod.objects.exists()
