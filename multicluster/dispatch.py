@@ -53,7 +53,7 @@ from scheduling.choices import EventType, WorkloadPhase
 from scheduling.jobframework import registry
 from scheduling.models import Event, Job, Workload
 from scheduling.scheduler import admission
-from scheduling.services import local_queue_for, save_new_workload
+from scheduling.services import delete_job, local_queue_for, save_new_workload
 from scheduling.workload import conditions as cond
 from scheduling.workload import lifecycle
 
@@ -233,6 +233,10 @@ def _sync_workload(wl: Workload, hub: _Hub, *, now: datetime, outcome: DispatchO
     config = hub.checks.get(check_name)
     if config is None:
         return
+    kind = _multi_workload_kind(wl.job)
+    if kind is not None and wl.job is not None:
+        _nominate_component(wl, wl.job, kind, config, copies, hub, now=now, outcome=outcome)
+        return
     _nominate(wl, config, copies, hub, now=now, outcome=outcome)
 
 
@@ -259,13 +263,14 @@ def _view(d: Dispatch) -> core.RemoteCopy:
 
 
 def _nominate(wl: Workload, config: MultiKueueConfig, copies: list[Dispatch], hub: _Hub, *,
-              now: datetime, outcome: DispatchOutcome) -> None:
+              now: datetime, outcome: DispatchOutcome, only: str = "") -> None:
     configured = [str(c) for c in config.clusters]
     rounds = max((d.round for d in copies), default=0)
     started = max((d.nominated_at for d in copies if d.round == rounds), default=None)
-    if wl.cluster_name:
-        # An elastic scale-up slice stays on the worker of the slice it replaces.
-        clusters: tuple[str, ...] = (wl.cluster_name,)
+    if only or wl.cluster_name:
+        # An elastic scale-up slice stays on the worker of the slice it replaces; one of an
+        # owner's Workloads goes to the worker the others are placed on (``only``).
+        clusters: tuple[str, ...] = (only or wl.cluster_name,)
         next_at = None
     else:
         nomination = core.nominate(
@@ -338,7 +343,9 @@ def _delete_remote(remote: Workload, *, now: datetime) -> None:
     freed = remote.cluster_queue_id if remote.phase in _RESERVED else None
     job = remote.job
     remote.delete()
-    if job is not None and _ours(job) and not job.workloads.exists():
+    if job is not None and _ours(job) and _multi_workload_kind(job) is not None:
+        _delete_remote_component(remote, job)
+    elif job is not None and _ours(job) and not job.workloads.exists():
         if reconciler.runs_through_members(job):
             # A StatefulSet goes with its Pods, as the worker's garbage collector takes them.
             services.delete_job(job)
@@ -450,6 +457,10 @@ def _ensure_remote_job(wl: Workload, remote: Workload, worker: Cluster) -> None:
     hub_job = wl.job
     if hub_job is None:
         return
+    kind = _multi_workload_kind(hub_job)
+    if kind is not None:
+        _ensure_remote_owner(hub_job, kind, remote, worker)
+        return
     if reconciler.runs_through_members(hub_job):
         # Its Workload was built for it (a StatefulSet's): the object itself goes, once,
         # and the worker's controller makes the Pods that join the Workload there.
@@ -538,7 +549,9 @@ def _ensure_remote_group(hub_job: Job, remote: Workload, worker: Cluster,
 def _sync_job_status(wl: Workload, remote: Workload, *, now: datetime) -> None:
     """The remote job's status on the hub job, and the PodsReady/reclaim it implies."""
     hub_job, remote_job = wl.job, remote.job
-    if hub_job is None or remote_job is None:
+    if hub_job is None or remote_job is None or _multi_workload_kind(hub_job) is not None:
+        # A multi-Workload owner's status is its own controller's on each side (a
+        # LeaderWorkerSet has no managedBy): nothing comes back.
         return
     if reconciler.runs_through_members(hub_job):
         # Kueue's StatefulSet adapter syncs no status: the hub's own controller would
@@ -626,6 +639,91 @@ def _lost_winner(wl: Workload, check_name: str, hub: _Hub, *, now: datetime,
                outcome=outcome)
         return
     _retry(wl, check_name, "Admitting remote no longer exists", now=now, outcome=outcome)
+
+
+# =========================================================================================
+# An owner of several Workloads (Kueue's multi-Workload adapter: a LeaderWorkerSet)
+# =========================================================================================
+
+
+@runtime_checkable
+class MultiWorkloadKind(Protocol):
+    """A kind whose object has several Workloads that MultiKueue sends to one worker:
+    ``expected_workload_count`` of them, by ``workload_index`` (the lowest, the primary,
+    chooses the worker), and the object created there (``multikueue_object``), which
+    makes no Workloads of its own but takes those the hub dispatches."""
+
+    def expected_workload_count(self, manifest: Mapping[str, Any]) -> int: ...
+
+    def workload_index(self, annotations: Mapping[str, Any]) -> int: ...
+
+    def multikueue_object(self, manifest: Mapping[str, Any], *,
+                          origin: str) -> dict[str, Any]: ...
+
+
+def _multi_workload_kind(job: Job | None) -> MultiWorkloadKind | None:
+    kind = registry.by_kind(job.api_version, job.kind) if job is not None else None
+    return kind if isinstance(kind, MultiWorkloadKind) else None
+
+
+def _nominate_component(wl: Workload, owner: Job, kind: MultiWorkloadKind,
+                        config: MultiKueueConfig, copies: list[Dispatch], hub: _Hub, *,
+                        now: datetime, outcome: DispatchOutcome) -> None:
+    """Kueue's rules for one of the Workloads of ``owner``: none is dispatched before all
+    exist; once one of them is placed on a worker, the others go there only; until then
+    only the primary is nominated, as any workload is."""
+    siblings = list(Workload.objects.filter(cluster_id=hub.cluster_id, job=owner)
+                    .exclude(pk=wl.pk))
+    if len(siblings) + 1 < kind.expected_workload_count(owner.manifest):
+        return  # every Workload of the owner is created first
+    placed = {s.cluster_name for s in siblings if s.cluster_name}
+    if len(placed) > 1:
+        logger.error("the Workloads of %s %s/%s are placed on different workers: %s",
+                     owner.kind, owner.namespace, owner.name, sorted(placed))
+        return
+    index = kind.workload_index(wl.annotations or {})
+    lower = [kind.workload_index(s.annotations or {}) for s in siblings]
+    if not placed and (index < 0 or any(0 <= other < index for other in lower)):
+        return  # the primary chooses the worker
+    # Kueue's ``syncToSingleCluster`` where the others are placed.
+    _nominate(wl, config, copies, hub, now=now, outcome=outcome,
+              only=placed.pop() if placed else "")
+
+
+def _ensure_remote_owner(hub_job: Job, kind: MultiWorkloadKind, remote: Workload,
+                         worker: Cluster) -> None:
+    """The owner on the winner, created once for all its Workloads (with the origin label
+    and the hub's uid, which names its Workloads as on the hub), and the admitted copy
+    linked to it: its controller makes that group's pods there, which the copy admits."""
+    if remote.job is not None:
+        return
+    owner = Job.objects.filter(cluster=worker, namespace=hub_job.namespace,
+                               api_version=hub_job.api_version, kind=hub_job.kind,
+                               name=hub_job.name).first()
+    if owner is None or not _ours(owner):
+        if owner is not None:
+            logger.error("%s %s/%s on %s was not created by this hub", hub_job.kind,
+                         hub_job.namespace, hub_job.name, worker.name)
+            return
+        owner = Job(cluster=worker, namespace=hub_job.namespace, name=hub_job.name,
+                    api_version=hub_job.api_version, kind=hub_job.kind, suspend=True)
+        owner.manifest = kind.multikueue_object(hub_job.manifest, origin=origin())
+        owner.manifest["metadata"]["uid"] = str(owner.uid)
+        owner.save()
+    Workload.objects.filter(pk=remote.pk).update(job=owner,
+                                                 resource_version=F("resource_version") + 1)
+    remote.job = owner
+    reconcile.request(reconcile.REPLICAS_TASK, owner.pk)
+    reconcile.request_cluster_sync(int(worker.pk))
+
+
+def _delete_remote_component(remote: Workload, owner: Job) -> None:
+    """One Workload of a multi-Workload owner left its worker: the pods of its group go
+    with it, and the owner with its last Workload."""
+    Job.objects.filter(cluster=owner.cluster, namespace=owner.namespace,
+                       group_name=remote.name).delete()
+    if not owner.workloads.exists():
+        delete_job(owner)
 
 
 # =========================================================================================

@@ -304,6 +304,20 @@ class KubeBackend:
             raise
         return found
 
+    def patch_gang_workload(self, namespace: str, name: str,
+                            patch: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A merge patch of the Workload; None if it is gone."""
+        try:
+            patched: dict[str, Any] = self.kube.call(
+                self.kube.custom.patch_namespaced_custom_object, GANG_API_GROUP,
+                GANG_API_VERSION, namespace, GANG_RESOURCE, name, dict(patch),
+                _content_type=MERGE_PATCH)
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        return patched
+
     def delete_gang_workload(self, namespace: str, name: str) -> bool:
         try:
             self.kube.call(self.kube.custom.delete_namespaced_custom_object, GANG_API_GROUP,

@@ -12,7 +12,9 @@ nest (a JobSet's pods belong to its child Jobs).
 Where the server serves the Kubernetes v1.35 Workload API (``scheduling.k8s.io/v1alpha1``),
 a ``Workload`` named after the job's kind and name declares one gang pod group per pod set (``minCount`` =
 its admitted pod count) and each pod template points at its group (``spec.workloadRef``), so
-the cluster's scheduler binds each pod set's pods all or nothing.
+the cluster's scheduler binds each pod set's pods all or nothing. The members of a pod group
+(a LeaderWorkerSet's group, say) are pods of their own, but one gang: they share the
+``Workload`` named after the group, with a pod group per role.
 
 Watched objects are reduced to the few fields the reconciler reads (``reduce_*``), so the
 watch state kept in the cache stays small.
@@ -80,25 +82,60 @@ def gang_workload(
     """The v1.35 ``scheduling.k8s.io/v1alpha1`` Workload of a job (``gang_workload_name``):
     one gang pod group per pod set, ``pod_groups`` mapping its name to its ``minCount``.
     Owned by the job (when its uid is known) so the cluster deletes it with the job."""
-    metadata: dict[str, Any] = {"name": gang_workload_name(integration, job_name),
-                                "namespace": namespace,
-                                "labels": {ORIGIN_LABEL: origin}}
+    owners = []
     if job_uid:
-        metadata["ownerReferences"] = [{
+        owners = [{
             "apiVersion": integration.api_version, "kind": integration.kind, "name": job_name,
             "uid": job_uid,
             "controller": True, "blockOwnerDeletion": False,
         }]
+    return _gang_body(
+        gang_workload_name(integration, job_name), namespace=namespace, origin=origin,
+        pod_groups=pod_groups, owners=owners,
+        controller={"apiGroup": integration.group, "kind": integration.kind,
+                    "name": job_name})
+
+
+def group_gang_workload(
+    integration: GenericJob, *, namespace: str, group_name: str, origin: str,
+    pod_groups: Mapping[str, int], member: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The gang Workload a pod group's members share (``gang_workload_name`` of the group):
+    one gang pod group per pod set of the group's Workload (its role), each member pointing
+    at its role's. No object of the cluster controls a group, so it has no controller; it
+    is owned by the members, the first (``member``, a created pod) here and each later one
+    as it joins (``gang_owner_reference``), so it goes with the last of them."""
+    return _gang_body(gang_workload_name(integration, group_name), namespace=namespace,
+                      origin=origin, pod_groups=pod_groups,
+                      owners=[gang_owner_reference(integration, member)])
+
+
+def gang_owner_reference(integration: GenericJob, member: Mapping[str, Any]) -> dict[str, Any]:
+    """A member pod as one of the owners of its group's gang Workload: not its controller,
+    since the group has several."""
+    metadata = member.get("metadata") or {}
+    return {"apiVersion": integration.api_version, "kind": integration.kind,
+            "name": str(metadata.get("name", "")), "uid": str(metadata.get("uid", "")),
+            "controller": False, "blockOwnerDeletion": False}
+
+
+def _gang_body(name: str, *, namespace: str, origin: str, pod_groups: Mapping[str, int],
+               owners: Sequence[Mapping[str, Any]],
+               controller: Mapping[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace,
+                                "labels": {ORIGIN_LABEL: origin}}
+    if owners:
+        metadata["ownerReferences"] = [dict(owner) for owner in owners]
+    spec: dict[str, Any] = {}
+    if controller is not None:
+        spec["controllerRef"] = dict(controller)
+    spec["podGroups"] = [{"name": group, "policy": {"gang": {"minCount": int(count)}}}
+                         for group, count in pod_groups.items()]
     return {
         "apiVersion": f"{GANG_API_GROUP}/{GANG_API_VERSION}",
         "kind": "Workload",
         "metadata": metadata,
-        "spec": {
-            "controllerRef": {"apiGroup": integration.group, "kind": integration.kind,
-                              "name": job_name},
-            "podGroups": [{"name": name, "policy": {"gang": {"minCount": int(count)}}}
-                          for name, count in pod_groups.items()],
-        },
+        "spec": spec,
     }
 
 

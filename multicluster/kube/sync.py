@@ -62,8 +62,10 @@ from multicluster.kube.errors import KubeApiError, KubeConfigError, KubeUnavaila
 from multicluster.kube.kinds import enabled_job_kinds, resource, watch_kind
 from multicluster.kube.manifests import (
     ORIGIN_LABEL,
+    gang_owner_reference,
     gang_workload,
     gang_workload_name,
+    group_gang_workload,
     pod_is_active,
     reduce_job,
     remote_object,
@@ -351,10 +353,12 @@ class _Pass:
             return False
         integration = reconciler.integration_of(job)
         gang = self._gang_supported()
+        # A pod group's member points at its group's gang, not at one of its own.
+        gang_owner = job.group_name or job.name
         body = remote_object(
             integration, job.manifest, namespace=job.namespace, origin=origin(),
             workload_name=wl.name, job_uid=str(job.uid), infos=infos,
-            gang_workload=gang_workload_name(integration, job.name) if gang else None)
+            gang_workload=gang_workload_name(integration, gang_owner) if gang else None)
         if self.cluster.create_namespaces:
             self.backend.ensure_namespace(job.namespace)
         try:
@@ -368,12 +372,36 @@ class _Pass:
             if adopted is None:
                 return False
             created = adopted
-        if gang:
+        if gang and job.group_name:
+            self._join_group_gang(job, wl, created)
+        elif gang:
             self.backend.create_gang_workload(gang_workload(
                 integration, namespace=job.namespace, job_name=job.name, origin=origin(),
                 pod_groups={info.name: info.count for info in infos},
                 job_uid=(created.get("metadata") or {}).get("uid")))
         return True
+
+    def _join_group_gang(self, member: Job, wl: Workload, created: Mapping[str, Any]) -> None:
+        """The pod group's gang Workload, with the created ``member`` among its owners: the
+        first member creates it with the admitted count of each of the group's pod sets,
+        the others add themselves (guarded by its resourceVersion), so it lasts as long as
+        one of them does."""
+        integration = reconciler.integration_of(member)
+        name = gang_workload_name(integration, member.group_name)
+        counts = {str(ps.get("name")): int(ps.get("count", 0))
+                  for ps in (wl.admission or {}).get("podSetAssignments", ())}
+        if self.backend.create_gang_workload(group_gang_workload(
+                integration, namespace=member.namespace, group_name=member.group_name,
+                origin=origin(), pod_groups=counts, member=created)) is not None:
+            return
+        existing = self.backend.get_gang_workload(member.namespace, name) or {}
+        metadata = existing.get("metadata") or {}
+        owners = list(metadata.get("ownerReferences") or ())
+        owner = gang_owner_reference(integration, created)
+        if metadata and all(ref.get("uid") != owner["uid"] for ref in owners):
+            self.backend.patch_gang_workload(member.namespace, name, {"metadata": {
+                "resourceVersion": metadata.get("resourceVersion"),
+                "ownerReferences": [*owners, owner]}})
 
     @staticmethod
     def _resource(job: Job) -> tuple[str, str, str]:

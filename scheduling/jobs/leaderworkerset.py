@@ -84,6 +84,10 @@ GROUP_INDEX_LABEL = f"{LWS_PREFIX}/group-index"
 WORKER_INDEX_LABEL = f"{LWS_PREFIX}/worker-index"
 SIZE_ANNOTATION = f"{LWS_PREFIX}/size"
 LEADER_NAME_ANNOTATION = f"{LWS_PREFIX}/leader-name"
+# MultiKueue's marks on the worker's copy of a set: the hub that made it, and the uid of the
+# hub's set, which names the copy's group Workloads as the hub's are named.
+MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+MULTIKUEUE_ORIGIN_UID_ANNOTATION = "kueue.x-k8s.io/multikueue-origin-uid"
 SPEC_PATH = "spec.leaderWorkerTemplate"
 LEADER_PATH = f"{SPEC_PATH}.leaderTemplate"
 WORKER_PATH = f"{SPEC_PATH}.workerTemplate"
@@ -158,12 +162,26 @@ def size(manifest: Mapping[str, Any]) -> int:
     return _int(_group_template(manifest).get("size"), DEFAULT_SIZE)
 
 
+def is_multikueue_remote(manifest: Mapping[str, Any]) -> bool:
+    """The set is a MultiKueue hub's copy on its worker: the hub creates its group
+    Workloads there, the set creates none of its own."""
+    return MULTIKUEUE_ORIGIN_LABEL in _labels(manifest)
+
+
+def owner_uid(manifest: Mapping[str, Any]) -> str:
+    """The uid its group Workloads are named with (Kueue's ``GetOwnerUID``): the hub set's
+    on a MultiKueue copy, so that the names match the hub's, else its own."""
+    metadata = manifest.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    return str(annotations.get(MULTIKUEUE_ORIGIN_UID_ANNOTATION) or metadata.get("uid", ""))
+
+
 def group_workload_name(manifest: Mapping[str, Any], index: int) -> str:
     """The Workload of group ``index`` (Kueue's ``GetWorkloadName``): named for the owner
-    ``<name>-<index>`` of this kind, hashed with the set's uid."""
+    ``<name>-<index>`` of this kind, hashed with the set's uid (``owner_uid``)."""
     metadata = manifest.get("metadata") or {}
     return workload_name_for_owner(
-        f"{metadata.get('name', '')}-{index}", str(metadata.get("uid", "")),
+        f"{metadata.get('name', '')}-{index}", owner_uid(manifest),
         kind=LeaderWorkerSet.kind, group=LeaderWorkerSet.api_version.rpartition("/")[0],
         max_length=_GROUP_NAME_MAX_LENGTH)
 
@@ -324,6 +342,38 @@ class LeaderWorkerSet(JobKind):
                 COMPONENT_WORKLOAD_INDEX_ANNOTATION: str(index),
                 IS_GROUP_WORKLOAD_ANNOTATION: "true"}
 
+    # --- MultiKueue (Kueue's multi-Workload adapter) -------------------------------------
+
+    def expected_workload_count(self, manifest: Mapping[str, Any]) -> int:
+        """The group Workloads the set has once all exist: one per replica. MultiKueue
+        dispatches none of them before."""
+        return replicas(manifest)
+
+    def workload_index(self, annotations: Mapping[str, Any]) -> int:
+        """A group Workload's index, -1 when it has none; the lowest is the primary, which
+        chooses the worker for all."""
+        index = str(annotations.get(COMPONENT_WORKLOAD_INDEX_ANNOTATION, ""))
+        return int(index) if index.isdigit() else -1
+
+    def multikueue_object(self, manifest: Mapping[str, Any], *, origin: str) -> dict[str, Any]:
+        """The set as created on the worker: metadata fit for creation (name, labels,
+        annotations), the spec as it is, the hub's name as its origin label and the hub
+        set's uid as its origin-UID annotation."""
+        metadata = manifest.get("metadata") or {}
+        uid = str(metadata.get("uid", ""))
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "metadata": {
+                "name": metadata.get("name"),
+                "namespace": metadata.get("namespace"),
+                "labels": {**(metadata.get("labels") or {}), MULTIKUEUE_ORIGIN_LABEL: origin},
+                "annotations": {**(metadata.get("annotations") or {}),
+                                MULTIKUEUE_ORIGIN_UID_ANNOTATION: uid},
+            },
+            "spec": copy.deepcopy(dict(_spec(manifest))),
+        }
+
     # --- the LWS controller --------------------------------------------------------------
 
     def pod_for(self, manifest: Mapping[str, Any], index: int, worker: int) -> dict[str, Any]:
@@ -382,14 +432,19 @@ class LeaderWorkerSet(JobKind):
                 delete.append((pod.name, "Terminated"))
             else:
                 kept[pod.name] = pod
+        # A MultiKueue copy's groups come with the Workloads its hub dispatched, which it
+        # does not create: a group gets its Pods once its Workload is there.
+        remote = is_multikueue_remote(manifest)
         create = [self.pod_for(manifest, index, worker)
-                  for index in range(desired) for worker in range(group_size)]
+                  for index in range(desired) for worker in range(group_size)
+                  if not remote or index in having]
         create = [pod for pod in create if pod["metadata"]["name"] not in kept]
         ready = sum(1 for index in range(desired)
                     if sum(1 for p in kept.values() if p.group == index and p.ready)
                     == group_size)
         return GroupPlan(
-            create_workloads=[index for index in range(desired) if index not in having],
+            create_workloads=[] if remote else [index for index in range(desired)
+                                                if index not in having],
             delete_workloads=sorted(index for index in having if index >= desired),
             delete_pods=delete, create_pods=create,
             status=self._status(manifest, status, total=desired, ready=ready, now=now))

@@ -282,6 +282,32 @@ def test_a_pass_makes_each_groups_workload_and_pods_and_replaces_the_ended_ones(
     assert (plan.status["replicas"], plan.status["readyReplicas"]) == (2, 0)
 
 
+def test_a_multikueue_copy_names_its_groups_after_the_hubs_set_and_makes_no_workloads() -> None:
+    hub_set = stored()
+    copy_ = KIND.multikueue_object(hub_set, origin="hub-a")
+    copy_["metadata"]["uid"] = "u-worker"
+
+    assert copy_["metadata"]["labels"][lws.MULTIKUEUE_ORIGIN_LABEL] == "hub-a"
+    assert copy_["metadata"]["annotations"][lws.MULTIKUEUE_ORIGIN_UID_ANNOTATION] == "u-1"
+    assert copy_["spec"] == hub_set["spec"]
+    assert lws.is_multikueue_remote(copy_)
+    assert not lws.is_multikueue_remote(hub_set)
+    assert [lws.group_workload_name(copy_, i) for i in (0, 1)] == [
+        lws.group_workload_name(hub_set, i) for i in (0, 1)]
+    assert KIND.expected_workload_count(copy_) == 2
+    assert [KIND.workload_index(KIND.workload_annotations(hub_set, i)) for i in (0, 1)] == [0, 1]
+    assert KIND.workload_index({}) == -1
+
+    # Group 1's Workload is not there yet: none is made, and only group 0 gets its Pods.
+    plan = KIND.plan(copy_, {}, [], [0], now=T)
+
+    assert plan.create_workloads == []
+    assert [p["metadata"]["name"] for p in plan.create_pods] == [
+        f"{NAME}-0", f"{NAME}-0-1", f"{NAME}-0-2"]
+    assert {p["metadata"]["labels"][pods.GROUP_NAME_LABEL] for p in plan.create_pods} == {
+        lws.group_workload_name(hub_set, 0)}
+
+
 # --- Through the API, on the simulated cluster ----------------------------------------------
 
 
