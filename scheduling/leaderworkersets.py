@@ -30,6 +30,7 @@ from scheduling.jobframework.constants import (
 from scheduling.jobs import pod as pods
 from scheduling.jobs.leaderworkerset import (
     GROUP_INDEX_LABEL,
+    REVISION_LABEL,
     GroupPod,
     LeaderWorkerSet,
     group_workload_name,
@@ -70,7 +71,8 @@ def _child(job: Job) -> GroupPod:
     labels = (job.manifest.get("metadata") or {}).get("labels") or {}
     index = str(labels.get(GROUP_INDEX_LABEL, ""))
     return GroupPod(name=job.name, group=int(index) if index.isdigit() else 0,
-                    ready=pods.is_ready(job.status), terminated=pods.is_terminated(job.status))
+                    ready=pods.is_ready(job.status), terminated=pods.is_terminated(job.status),
+                    revision=str(labels.get(REVISION_LABEL, "")))
 
 
 def sync_leaderworkerset(lws_id: int, *, now: datetime) -> None:
@@ -86,7 +88,8 @@ def sync_leaderworkerset(lws_id: int, *, now: datetime) -> None:
         plan = KIND.plan(lws.manifest, status, [_child(job) for job in children.values()],
                          list(workloads), now=now)
         events: list[Event] = []
-        # A group above replicas goes with its Workload: the quota it held is free at once.
+        # A group above replicas goes with its Workload: the quota it held is free at once;
+        # so does the Workload of a group a rolling update recreates, built again below.
         for index in plan.delete_workloads:
             services.delete_workload(workloads.pop(index))
         for name, _reason in plan.delete_pods:
@@ -105,8 +108,7 @@ def sync_leaderworkerset(lws_id: int, *, now: datetime) -> None:
         new_status = dict(plan.status)
         if incomplete:
             # A group missing a Pod it could not create is counted once it has them all.
-            for key in ("replicas", "updatedReplicas"):
-                new_status[key] -= len(incomplete)
+            new_status["replicas"] -= len(incomplete)
         if new_status != status:
             Job.objects.filter(pk=lws.pk).update(
                 status=new_status, resource_version=F("resource_version") + 1, updated_at=now)

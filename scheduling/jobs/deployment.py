@@ -131,7 +131,7 @@ def template_hash(template: Mapping[str, Any]) -> str:
     return "".join(_SAFE_ALPHABET[int(digit) % len(_SAFE_ALPHABET)] for digit in str(value))
 
 
-def _scaled_value(value: Any, total: int, *, round_up: bool) -> int:
+def scaled_value(value: Any, total: int, *, round_up: bool) -> int:
     """An int-or-percent field (``maxSurge``, ``maxUnavailable``) against ``total``."""
     if isinstance(value, str) and value.endswith("%"):
         share = int(value[:-1]) * total / 100
@@ -149,8 +149,8 @@ def surge_and_unavailable(manifest: Mapping[str, Any]) -> tuple[int, int]:
     if strategy.get("type") == "Recreate":
         return 0, desired
     rolling = object_map(strategy.get("rollingUpdate"), "", [])
-    surge = _scaled_value(rolling.get("maxSurge", DEFAULT_MAX_SURGE), desired, round_up=True)
-    unavailable = _scaled_value(rolling.get("maxUnavailable", DEFAULT_MAX_UNAVAILABLE), desired,
+    surge = scaled_value(rolling.get("maxSurge", DEFAULT_MAX_SURGE), desired, round_up=True)
+    unavailable = scaled_value(rolling.get("maxUnavailable", DEFAULT_MAX_UNAVAILABLE), desired,
                                 round_up=False)
     if surge == 0 and unavailable == 0:
         unavailable = 1
@@ -452,7 +452,7 @@ def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     return True
 
 
-def _int_or_percent(value: Any, path: str, errors: list[FieldError]) -> int | None:
+def int_or_percent(value: Any, path: str, errors: list[FieldError]) -> int | None:
     """An int-or-string field: a non-negative int32, or a whole percentage ``N%``; the
     value against 100 (a percentage), for the both-zero rule."""
     if isinstance(value, str):
@@ -486,9 +486,9 @@ def _validate_strategy(strategy: Any) -> list[FieldError]:
                                      "is 'Recreate'"))
         return errors
     rolling = object_map(rolling, f"{path}.rollingUpdate", errors)
-    surge = _int_or_percent(rolling.get("maxSurge", DEFAULT_MAX_SURGE),
+    surge = int_or_percent(rolling.get("maxSurge", DEFAULT_MAX_SURGE),
                             f"{path}.rollingUpdate.maxSurge", errors)
-    unavailable = _int_or_percent(rolling.get("maxUnavailable", DEFAULT_MAX_UNAVAILABLE),
+    unavailable = int_or_percent(rolling.get("maxUnavailable", DEFAULT_MAX_UNAVAILABLE),
                                   f"{path}.rollingUpdate.maxUnavailable", errors)
     if isinstance(rolling.get("maxUnavailable"), str) and (unavailable or 0) > 100:
         errors.append(FieldError(f"{path}.rollingUpdate.maxUnavailable",

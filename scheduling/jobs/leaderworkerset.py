@@ -25,7 +25,17 @@ validated, its queue checked at submission), and:
 * the controller's decisions are pure here (``plan``) and applied by
   ``scheduling.leaderworkersets``: one Workload and ``size`` Pods per group below
   ``replicas``; the groups above it go with their Workloads; Pods that Kueue stopped are
-  replaced. A serving group never finishes.
+  replaced. A serving group never finishes;
+* a change of the templates (only what is no part of a group's shape, such as an image)
+  rolls out as the LWS controller's rolling update does (``rollout``): groups of the old
+  revision are recreated whole, from the highest index, never leaving more than
+  ``maxUnavailable`` groups short of ``replicas`` ready, with up to ``maxSurge`` extra
+  groups while it lasts. Kueue keeps a group Workload's pod sets as they were built, so
+  when a group is recreated its Workload goes with its Pods and is built again from the
+  new templates: the group waits for quota again and its new Pods are ungated once that
+  Workload is admitted. (Kueue also ungates, outright, Pods of the old revision a group's
+  worker StatefulSet makes mid-update; a group here is never of two revisions, so there
+  are none.)
 
 The LWS controller makes a StatefulSet of leaders and one of workers per group; kueueweb
 makes their Pods directly, named as those StatefulSets name them (``<name>-<i>`` and
@@ -35,7 +45,7 @@ makes their Pods directly, named as those StatefulSets name them (``<name>-<i>``
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -57,7 +67,14 @@ from scheduling.jobframework.workload import (
     prebuilt_workload_annotations,
     workload_name_for_owner,
 )
-from scheduling.jobs.deployment import queue_update_errors, template_pod_errors, validate_parent
+from scheduling.jobs.deployment import (
+    int_or_percent,
+    queue_update_errors,
+    scaled_value,
+    template_hash,
+    template_pod_errors,
+    validate_parent,
+)
 from scheduling.jobs.pod import (
     GROUP_NAME_LABEL,
     GROUP_TOTAL_COUNT_ANNOTATION,
@@ -84,6 +101,12 @@ GROUP_INDEX_LABEL = f"{LWS_PREFIX}/group-index"
 WORKER_INDEX_LABEL = f"{LWS_PREFIX}/worker-index"
 SIZE_ANNOTATION = f"{LWS_PREFIX}/size"
 LEADER_NAME_ANNOTATION = f"{LWS_PREFIX}/leader-name"
+# The revision of the templates a group's Pods were made of.
+REVISION_LABEL = f"{LWS_PREFIX}/template-revision-hash"
+# The API's defaults of spec.rolloutStrategy.rollingUpdateConfiguration.
+DEFAULT_MAX_UNAVAILABLE = 1
+DEFAULT_MAX_SURGE = 0
+ROLLING_PATH = "spec.rolloutStrategy.rollingUpdateConfiguration"
 # MultiKueue's marks on the worker's copy of a set: the hub that made it, and the uid of the
 # hub's set, which names the copy's group Workloads as the hub's are named.
 MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
@@ -106,14 +129,17 @@ class GroupPod:
     group: int
     ready: bool = False
     terminated: bool = False
+    revision: str = ""
 
 
 @dataclass(frozen=True)
 class GroupPlan:
-    """What one pass does: the groups whose Workload to create, the Workloads of groups
-    above ``replicas`` to delete (by index), the Pods to delete (by name, with the reason:
-    ``Terminated`` or ``ScaleDown``), the Pods to create (their manifests, a group's leader
-    first), and the set's new status, counting the Pods to create."""
+    """What one pass does: the groups whose Workload to create, the Workloads to delete
+    (by index: groups above those kept, and groups recreated by a rolling update, whose
+    Workload is built again), the Pods to delete (by name, with the reason:
+    ``Terminated``, ``ScaleDown`` or ``GroupUpdate``), the Pods to create (their
+    manifests, a group's leader first), and the set's new status, counting the Pods to
+    create."""
 
     create_workloads: list[int]
     delete_workloads: list[int]
@@ -162,6 +188,32 @@ def size(manifest: Mapping[str, Any]) -> int:
     return _int(_group_template(manifest).get("size"), DEFAULT_SIZE)
 
 
+def revision(manifest: Mapping[str, Any]) -> str:
+    """The revision of the set's templates (the leader's and the workers'), which its
+    Pods carry as ``REVISION_LABEL``; the size is no part of it, as it cannot change."""
+    group = _group_template(manifest)
+    return template_hash({"leaderTemplate": group.get("leaderTemplate"),
+                          "workerTemplate": group.get("workerTemplate")})
+
+
+def _rolling(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    strategy = _spec(manifest).get("rolloutStrategy")
+    rolling = strategy.get("rollingUpdateConfiguration") if isinstance(strategy, Mapping) else None
+    return rolling if isinstance(rolling, Mapping) else {}
+
+
+def rollout(manifest: Mapping[str, Any]) -> tuple[int, int]:
+    """``(maxSurge, maxUnavailable)`` in groups, against ``replicas``: a percentage of
+    surge rounded up and of unavailability down, as the LWS controller resolves them;
+    the API's defaults are no surge and one group unavailable."""
+    desired = replicas(manifest)
+    rolling = _rolling(manifest)
+    surge = scaled_value(rolling.get("maxSurge", DEFAULT_MAX_SURGE), desired, round_up=True)
+    unavailable = scaled_value(rolling.get("maxUnavailable", DEFAULT_MAX_UNAVAILABLE),
+                               desired, round_up=False)
+    return surge, unavailable
+
+
 def is_multikueue_remote(manifest: Mapping[str, Any]) -> bool:
     """The set is a MultiKueue hub's copy on its worker: the hub creates its group
     Workloads there, the set creates none of its own."""
@@ -191,6 +243,32 @@ def _without_lws_keys(values: Any) -> dict[str, Any]:
     which differ from pod to pod and are no part of a pod set."""
     return {key: value for key, value in (values or {}).items()
             if not key.startswith(LWS_PREFIX) or key == SET_NAME_LABEL}
+
+
+def _rollout_errors(strategy: Any) -> list[FieldError]:
+    """``spec.rolloutStrategy``: a RollingUpdate whose surge and unavailability are
+    non-negative ints or percentages, the surge no more than 100%."""
+    errors: list[FieldError] = []
+    if strategy is None:
+        return errors
+    if not isinstance(strategy, Mapping):
+        return [FieldError("spec.rolloutStrategy", "must be an object")]
+    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        errors.append(FieldError("spec.rolloutStrategy.type", (
+            f"Unsupported value: {strategy.get('type')!r}: supported values: "
+            '"RollingUpdate"')))
+    rolling = strategy.get("rollingUpdateConfiguration")
+    if rolling is None:
+        return errors
+    if not isinstance(rolling, Mapping):
+        return [*errors, FieldError(ROLLING_PATH, "must be an object")]
+    for key in ("maxUnavailable", "maxSurge"):
+        if key in rolling:
+            value = int_or_percent(rolling[key], f"{ROLLING_PATH}.{key}", errors)
+            if key == "maxSurge" and isinstance(rolling[key], str) and (value or 0) > 100:
+                errors.append(FieldError(f"{ROLLING_PATH}.{key}",
+                                         "must not be greater than 100%"))
+    return errors
 
 
 def _pod_set(name: str, count: int, template: Mapping[str, Any]) -> dict[str, Any]:
@@ -228,6 +306,7 @@ class LeaderWorkerSet(JobKind):
                 f"must be <= {MAX_REPLICAS}, got {count}")
             errors.append(FieldError("spec.replicas", (
                 f"Invalid value: {count}: invalid LeaderWorkerSet replicas: {bound}")))
+        errors.extend(_rollout_errors(spec.get("rolloutStrategy")))
         group = spec.get("leaderWorkerTemplate")
         if not isinstance(group, Mapping):
             errors.append(FieldError(SPEC_PATH, "is required" if group is None
@@ -407,6 +486,7 @@ class LeaderWorkerSet(JobKind):
                 "labels": {**(template_metadata.get("labels") or {}),
                            SET_NAME_LABEL: name, GROUP_INDEX_LABEL: str(index),
                            WORKER_INDEX_LABEL: str(worker),
+                           REVISION_LABEL: revision(manifest),
                            MANAGED_LABEL: MANAGED_LABEL_VALUE,
                            GROUP_NAME_LABEL: group_workload_name(manifest, index)},
                 "annotations": annotations,
@@ -419,46 +499,107 @@ class LeaderWorkerSet(JobKind):
              pods: Sequence[GroupPod], workloads: Sequence[int], *,
              now: datetime) -> GroupPlan:
         """One pass over the set's ``pods`` and the groups that have a Workload
-        (``workloads``, by index): every group below ``replicas`` gets its Workload and its
-        ``size`` Pods, Pods that ended are replaced, and the groups above go."""
+        (``workloads``, by index): every group kept gets its Workload and its ``size``
+        Pods, Pods that ended are replaced, the groups above go, and groups of an old
+        revision are recreated as the rolling update allows (``_rolled_groups``). Then
+        Kueue's side: a Workload per group below ``replicas``, or below ``status.replicas``
+        while a surge rollout has extra groups; a recreated group's Workload is built
+        again."""
         desired, group_size = replicas(manifest), size(manifest)
+        current = revision(manifest)
+        surge, _unavailable = rollout(manifest)
         having = set(workloads)
+        members: dict[int, list[GroupPod]] = {}
+        for pod in pods:
+            if not pod.terminated:
+                members.setdefault(pod.group, []).append(pod)
+
+        def outdated(index: int) -> bool:
+            # A Pod without a revision was made before revisions were recorded: it is
+            # taken as current rather than rolled for nothing.
+            return any(p.revision not in ("", current) for p in members.get(index, ()))
+
+        def ready(index: int) -> bool:
+            return sum(1 for p in members.get(index, ()) if p.ready) == group_size
+
+        updated = sum(1 for index in range(desired) if not outdated(index) and ready(index))
+        # A rollout lasts while a group below replicas is of an old revision, and, once
+        # surge groups exist, until every group below replicas is updated and ready.
+        rolling = any(outdated(index) for index in range(desired)) or (
+            updated < desired and any(index >= desired for index in members))
+        total = desired + surge if rolling else desired
+        rolled = self._rolled_groups(manifest, members, total, outdated, ready) if rolling else []
         delete: list[tuple[str, str]] = []
         kept: dict[str, GroupPod] = {}
         for pod in pods:
-            if pod.group >= desired:
+            if pod.group >= total:
                 delete.append((pod.name, "ScaleDown"))
             elif pod.terminated:
                 delete.append((pod.name, "Terminated"))
+            elif pod.group in rolled:
+                delete.append((pod.name, "GroupUpdate"))
             else:
                 kept[pod.name] = pod
         # A MultiKueue copy's groups come with the Workloads its hub dispatched, which it
         # does not create: a group gets its Pods once its Workload is there.
         remote = is_multikueue_remote(manifest)
         create = [self.pod_for(manifest, index, worker)
-                  for index in range(desired) for worker in range(group_size)
+                  for index in range(total) for worker in range(group_size)
                   if not remote or index in having]
         create = [pod for pod in create if pod["metadata"]["name"] not in kept]
-        ready = sum(1 for index in range(desired)
-                    if sum(1 for p in kept.values() if p.group == index and p.ready)
-                    == group_size)
+        new_status = self._status(manifest, status, total=total, updated=updated,
+                                  ready=sum(1 for index in range(desired) if ready(index)
+                                            and index not in rolled), now=now)
+        if remote:
+            return GroupPlan(create_workloads=[],
+                             delete_workloads=sorted(i for i in having if i >= desired),
+                             delete_pods=delete, create_pods=create, status=new_status)
+        # Kueue's reconciler reads the status the LWS controller wrote: surge groups get
+        # Workloads while the rollout has not updated every group below replicas.
+        count = desired
+        if new_status["replicas"] > desired and surge > 0 and new_status[
+                "updatedReplicas"] < desired:
+            count = new_status["replicas"]
+        replaced = [index for index in rolled if index in having]
         return GroupPlan(
-            create_workloads=[] if remote else [index for index in range(desired)
-                                                if index not in having],
-            delete_workloads=sorted(index for index in having if index >= desired),
-            delete_pods=delete, create_pods=create,
-            status=self._status(manifest, status, total=desired, ready=ready, now=now))
+            create_workloads=[index for index in range(count)
+                              if index not in having or index in rolled],
+            delete_workloads=sorted({*replaced, *(i for i in having if i >= count)}),
+            delete_pods=delete, create_pods=create, status=new_status)
+
+    def _rolled_groups(self, manifest: Mapping[str, Any], members: Mapping[int, Sequence[GroupPod]],
+                       total: int, outdated: Callable[[int], bool],
+                       ready: Callable[[int], bool]) -> list[int]:
+        """The groups of an old revision to recreate now, from the highest index: one not
+        ready costs nothing; a ready one only while at least ``replicas -
+        maxUnavailable`` groups stay ready (surge groups count, so a ready surge group
+        lets one more go)."""
+        desired = replicas(manifest)
+        _surge, unavailable = rollout(manifest)
+        available = sum(1 for index in range(total) if ready(index))
+        rolled: list[int] = []
+        for index in reversed(range(desired)):
+            if not outdated(index):
+                continue
+            if not ready(index):
+                rolled.append(index)
+            elif available - 1 >= desired - unavailable:
+                rolled.append(index)
+                available -= 1
+        return rolled
 
     def _status(self, manifest: Mapping[str, Any], status: Mapping[str, Any], *, total: int,
-                ready: int, now: datetime) -> dict[str, Any]:
-        """The set's status over its groups: ``readyReplicas`` are the groups whose Pods are
-        all ready, and ``Available`` holds once every group is."""
+                updated: int, ready: int, now: datetime) -> dict[str, Any]:
+        """The set's status over its groups: ``replicas`` the groups it keeps (surge ones
+        included), ``updatedReplicas`` those below ``replicas`` of the current revision
+        and ready, ``readyReplicas`` the groups whose Pods are all ready; ``Available``
+        holds once every group is."""
         desired = replicas(manifest)
         available = ready >= desired
         result: dict[str, Any] = {
             "observedGeneration": (manifest.get("metadata") or {}).get("generation", 1),
             "replicas": total,
-            "updatedReplicas": total,
+            "updatedReplicas": updated,
             "readyReplicas": ready,
         }
         result["conditions"] = cond.set_condition(
@@ -466,4 +607,3 @@ class LeaderWorkerSet(JobKind):
             "AllGroupsReady" if available else "GroupsNotReady",
             "All replicas are ready" if available else "Not all replicas are ready", now=now)
         return result
-

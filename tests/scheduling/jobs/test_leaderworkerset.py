@@ -552,3 +552,160 @@ def test_a_group_workload_refused_is_a_warning_on_the_set_and_made_on_a_later_pa
 
     assert {wl.priority for wl in groups(job).values()} == {100}
     assert sorted(groups(job)) == [0, 1]
+
+
+# --- Rolling updates ------------------------------------------------------------------------
+
+
+def _new_image(job: Job, image: str, rollout: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A merge patch giving both templates' containers ``image`` (and the rollout
+    strategy, if any)."""
+    group = copy.deepcopy(job.manifest["spec"]["leaderWorkerTemplate"])
+    for key in ("leaderTemplate", "workerTemplate"):
+        for container in group[key]["spec"]["containers"]:
+            container["image"] = image
+    spec: dict[str, Any] = {"leaderWorkerTemplate": group}
+    if rollout is not None:
+        spec["rolloutStrategy"] = {"rollingUpdateConfiguration": rollout}
+    return {"spec": spec}
+
+
+def _images(job: Job, index: int) -> set[str]:
+    return {c["image"] for p in leaderworkersets.owned_pods(job)
+            if p.manifest["metadata"]["labels"][lws.GROUP_INDEX_LABEL] == str(index)
+            for c in p.manifest["spec"]["containers"]}
+
+
+def _ready_groups(job: Job) -> int:
+    job.refresh_from_db()
+    return int(job.status["readyReplicas"])
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("two_groups")
+def test_an_image_change_rolls_the_groups_from_the_highest_each_back_on_quota(
+    admin_client_api: APIClient, enabled: None, reconcilers: Reconcilers, t0: datetime,
+) -> None:
+    job = started(admin_client_api, reconcilers, t0)
+    assert phases(job) == {0: WorkloadPhase.ADMITTED, 1: WorkloadPhase.ADMITTED}
+    before = {index: wl.pk for index, wl in groups(job).items()}
+    new = "registry.k8s.io/nginx-slim:0.28"
+    response = admin_client_api.patch(f"{URL}{NAME}/?kind=LeaderWorkerSet",
+                                      _new_image(job, new), format="json")
+    assert response.status_code == 200, response.json()
+
+    # The highest group goes first, whole, and its Workload is built again: it waits for
+    # quota while group 0 keeps running the old image (one group down at most).
+    t = t0 + timedelta(seconds=10)
+    sync(job, t)
+    assert phases(job) == {0: WorkloadPhase.ADMITTED, 1: WorkloadPhase.PENDING}
+    rebuilt = groups(job)[1]
+    assert rebuilt.pk != before[1]
+    assert groups(job)[0].pk == before[0]
+    assert {c["image"] for ps in rebuilt.pod_sets
+            for c in ps["template"]["spec"]["containers"]} == {new}
+    assert _images(job, 1) == {new}
+    assert _images(job, 0) == {"registry.k8s.io/nginx-slim:0.27"}
+    assert running_pods(job) == [f"{NAME}-0", f"{NAME}-0-1", f"{NAME}-0-2"]
+    assert _ready_groups(job) == 1
+    assert Event.objects.filter(object_name=NAME, reason="SuccessfulDelete",
+                                message=f"Deleted pod: {NAME}-1").exists()
+
+    # Group 0 waits until group 1 runs again on quota.
+    sync(job, t + timedelta(seconds=1))
+    assert groups(job)[0].pk == before[0]
+    assert _images(job, 0) != {new}
+    reconcilers.step(t + timedelta(seconds=2))
+    reconcilers.step(t + timedelta(seconds=7))
+    sync(job, t + timedelta(seconds=7))
+    assert groups(job)[1].phase == WorkloadPhase.ADMITTED
+    assert _images(job, 0) == {new}  # group 1 ready: group 0 is recreated now
+    assert groups(job)[0].pk != before[0]
+    assert phases(job) == {0: WorkloadPhase.PENDING, 1: WorkloadPhase.ADMITTED}
+    assert _ready_groups(job) == 1
+
+    reconcilers.step(t + timedelta(seconds=8))
+    reconcilers.step(t + timedelta(seconds=13))
+    sync(job, t + timedelta(seconds=13))
+    assert phases(job) == {0: WorkloadPhase.ADMITTED, 1: WorkloadPhase.ADMITTED}
+    assert len(running_pods(job)) == 6
+    job.refresh_from_db()
+    assert (job.status["replicas"], job.status["updatedReplicas"],
+            job.status["readyReplicas"]) == (2, 2, 2)
+
+    # The shape stays frozen while managed: a new resource request is refused.
+    patch = _new_image(job, new)
+    patch["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+        "resources"] = {"requests": {"cpu": "300m"}}
+    refused = admin_client_api.patch(f"{URL}{NAME}/?kind=LeaderWorkerSet", patch, format="json")
+    assert refused.status_code == 400
+    assert any(key.startswith("spec.leaderWorkerTemplate.workerTemplate.spec")
+               for key in refused.json())
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("two_groups")
+def test_a_surge_group_gets_a_workload_that_waits_for_quota(
+    admin_client_api: APIClient, enabled: None, reconcilers: Reconcilers, t0: datetime,
+) -> None:
+    job = started(admin_client_api, reconcilers, t0)
+    response = admin_client_api.patch(
+        f"{URL}{NAME}/?kind=LeaderWorkerSet",
+        _new_image(job, "registry.k8s.io/nginx-slim:0.28",
+                   {"maxSurge": 1, "maxUnavailable": 0}), format="json")
+    assert response.status_code == 200, response.json()
+
+    t = t0 + timedelta(seconds=10)
+    sync(job, t)
+    reconcilers.step(t)
+    reconcilers.step(t + timedelta(seconds=5))
+    sync(job, t + timedelta(seconds=5))
+    # A third group beyond replicas, with its own Workload, which the quota of two groups
+    # cannot admit; none of the two may go before it is ready.
+    assert phases(job) == {0: WorkloadPhase.ADMITTED, 1: WorkloadPhase.ADMITTED,
+                           2: WorkloadPhase.PENDING}
+    assert groups(job)[2].name == lws.group_workload_name(job.manifest, 2)
+    assert len(running_pods(job)) == 6
+    assert all(p.suspend for p in leaderworkersets.owned_pods(job)
+               if p.name.startswith(f"{NAME}-2"))
+    job.refresh_from_db()
+    assert (job.status["replicas"], job.status["updatedReplicas"]) == (3, 0)
+
+
+def test_a_surge_rollout_keeps_its_extra_workload_until_every_group_is_updated() -> None:
+    manifest = stored()
+    manifest["spec"]["rolloutStrategy"] = {"rollingUpdateConfiguration": {"maxSurge": 1}}
+    old = "old-revision"
+    current = lws.revision(manifest)
+
+    def group(index: int, rev: str, ready: bool = True) -> list[lws.GroupPod]:
+        return [lws.GroupPod(f"{NAME}-{index}" + (f"-{w}" if w else ""), index, ready=ready,
+                             revision=rev) for w in range(3)]
+
+    # Started: the surge group and its Workload; with maxUnavailable 1 the highest old
+    # group goes too, its Workload rebuilt.
+    plan = KIND.plan(manifest, {}, group(0, old) + group(1, old), [0, 1], now=T)
+    assert plan.status["replicas"] == 3
+    assert plan.create_workloads == [1, 2]
+    assert plan.delete_workloads == [1]
+    assert {name for name, reason in plan.delete_pods if reason == "GroupUpdate"} == {
+        f"{NAME}-1", f"{NAME}-1-1", f"{NAME}-1-2"}
+
+    # The last old group is recreated: its Workload rebuilt, the surge one kept.
+    plan = KIND.plan(manifest, {}, group(0, old) + group(1, current) + group(2, current),
+                     [0, 1, 2], now=T)
+    assert plan.create_workloads == [0]
+    assert plan.delete_workloads == [0]
+
+    # All updated and ready: the surge group goes with its Workload.
+    plan = KIND.plan(manifest, {}, group(0, current) + group(1, current) + group(2, current),
+                     [0, 1, 2], now=T)
+    assert plan.delete_workloads == [2]
+    assert plan.create_workloads == []
+    assert {name for name, reason in plan.delete_pods if reason == "ScaleDown"} == {
+        f"{NAME}-2", f"{NAME}-2-1", f"{NAME}-2-2"}
+    assert (plan.status["replicas"], plan.status["updatedReplicas"]) == (2, 2)
+    assert lws.rollout(manifest) == (1, 1)
+    bad = {**manifest, "spec": {**manifest["spec"], "rolloutStrategy": {
+        "rollingUpdateConfiguration": {"maxSurge": "x"}}}}
+    assert "spec.rolloutStrategy.rollingUpdateConfiguration.maxSurge" in _refused(bad)
