@@ -223,7 +223,7 @@ class ClusterBackend(Protocol):
         """Create what runs ``job`` for ``wl`` (the object, its pods or gang), with ``infos``
         injected; False when it cannot yet (the backend said why)."""
 
-    def read(self, job: Job, wl: Workload, *, fetch: bool = True,
+    def read(self, job: Job, wl: Workload | None, *, fetch: bool = True,
              full: bool = False) -> ClusterObject | None:
         """The job's object and its pods, None when the cluster has none. ``fetch=False``
         answers from what the backend already knows; ``full`` asks for the whole spec (to
@@ -368,7 +368,7 @@ def _stop(job: Job, wl: Workload, workloads: Sequence[Workload], backend: Cluste
     if obj is not None:
         if not obj.suspended and not obj.deleting:
             try:
-                obj = backend.patch(job, integration_of(job).suspend({}, True)) or obj
+                obj = backend.patch(job, integration.suspend({}, True)) or obj
             except PatchRefused:
                 backend.delete(job, reason="it may not be suspended")
                 obj = None
@@ -420,10 +420,14 @@ def _reconcile_prebuilt_groups(owner: Job, backend: ClusterBackend, *, now: date
     through it on an eviction, and its quota is given back only once they are gone."""
     steps: set[Step] = set()
     running = False
-    for wl in owner.workloads.all():
-        members = sorted(Job.objects.filter(cluster=owner.cluster,
-                                            namespace=owner.namespace, group_name=wl.name),
-                         key=lambda member: member.name)
+    workloads = list(owner.workloads.all())
+    # Every group's members in one query, by group name, each group in name order.
+    by_group: dict[str, list[Job]] = {wl.name: [] for wl in workloads}
+    for member in Job.objects.filter(cluster=owner.cluster, namespace=owner.namespace,
+                                     group_name__in=list(by_group)).order_by("name"):
+        by_group[member.group_name].append(member)
+    for wl in workloads:
+        members = by_group[wl.name]
         integration = integration_of(members[0]) if members else None
         if isinstance(integration, JobGroup) and not placed_on_worker(wl):
             steps |= _group_step(owner, members, wl, [wl], integration, backend, now=now,
