@@ -48,7 +48,7 @@ from multicluster.choices import (
 from multicluster.core import dispatch as core
 from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig
 from scheduling import job_reconciler as reconciler
-from scheduling import jobframework, services
+from scheduling import jobframework
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.jobframework import registry
 from scheduling.models import Event, Job, Workload
@@ -343,22 +343,29 @@ def _delete_remote(remote: Workload, *, now: datetime) -> None:
     freed = remote.cluster_queue_id if remote.phase in _RESERVED else None
     job = remote.job
     remote.delete()
-    if job is not None and _ours(job) and _multi_workload_kind(job) is not None:
-        _delete_remote_component(remote, job)
-    elif job is not None and _ours(job) and not job.workloads.exists():
-        if reconciler.runs_through_members(job):
-            # A StatefulSet goes with its Pods, as the worker's garbage collector takes them.
-            services.delete_job(job)
-        else:
-            # A group's members go together (Kueue's pod adapter deletes every member's
-            # copy).
-            members = job.group_members() if job.group_name else [job]
-            Job.objects.filter(pk__in=[m.pk for m in members if _ours(m)]).delete()
+    if job is not None and _ours(job):
+        _delete_remote_job(remote, job)
     if freed is not None:
         admission.on_quota_released(worker_id, [freed], now=now)
     else:
         admission.request_admission(worker_id)
     reconcile.request_cluster_sync(worker_id)
+
+
+def _delete_remote_job(remote: Workload, job: Job) -> None:
+    """The worker's job of the deleted ``remote`` Workload, once no Workload is left to it."""
+    if _multi_workload_kind(job) is not None:
+        _delete_remote_component(remote, job)
+        return
+    if job.workloads.exists():
+        return
+    if reconciler.runs_through_members(job):
+        # A StatefulSet goes with its Pods, as the worker's garbage collector takes them.
+        delete_job(job)
+        return
+    # A group's members go together (Kueue's pod adapter deletes every member's copy).
+    members = job.group_members() if job.group_name else [job]
+    Job.objects.filter(pk__in=[m.pk for m in members if _ours(m)]).delete()
 
 
 def _ours(job: Job) -> bool:
