@@ -24,6 +24,7 @@ from scheduling.core.conditions import parse_timestamp
 from scheduling.jobs.cronjob import ChildJob, CronJob, job_reference, time_zone
 from scheduling.jobs.job import BatchJob
 from scheduling.models import Event, Job
+from scheduling.services import owner_event as _event
 
 logger = logging.getLogger(__name__)
 
@@ -54,17 +55,11 @@ def _child(job: Job) -> ChildJob:
         completed_at=parse_timestamp(status.get("completionTime")))
 
 
-def _event(cronjob: Job, type_: str, reason: str, message: str, now: datetime) -> Event:
-    return Event(cluster=cronjob.cluster, object_kind=KIND.kind,
-                 object_namespace=cronjob.namespace, object_name=cronjob.name,
-                 type=type_, reason=reason, message=message, created_at=now)
-
-
 def sync_cronjob(cronjob_id: int, *, now: datetime) -> datetime | None:
     """One pass of a CronJob at ``now``; the next time it is due (None: never, or
     suspended)."""
     with transaction.atomic():
-        cronjob = Job.objects.select_for_update().filter(pk=cronjob_id).first()
+        cronjob = _cronjobs().select_for_update().filter(pk=cronjob_id).first()
         if cronjob is None:
             return None
         manifest, status = cronjob.manifest, cronjob.status or {}

@@ -36,6 +36,7 @@ from scheduling.jobs.deployment import (
     Deployment,
 )
 from scheduling.models import Event, Job, Workload
+from scheduling.services import owner_event
 from scheduling.validation import FieldError
 
 logger = logging.getLogger(__name__)
@@ -70,14 +71,6 @@ def child_pod(job: Job, revision_label: str = POD_TEMPLATE_HASH_LABEL) -> ChildP
         created_at=job.created_at, scheduled=not job.suspend,
         running=status.get("phase") == "Running", ready=pods.is_ready(status),
         terminated=pods.is_terminated(status))
-
-
-def owner_event(owner: Job, type_: str, reason: str, message: str, now: datetime) -> Event:
-    """An Event on the owner of Pods (a Deployment, a StatefulSet, a LeaderWorkerSet), from
-    its controller."""
-    return Event(cluster=owner.cluster, object_kind=owner.kind,
-                 object_namespace=owner.namespace, object_name=owner.name,
-                 type=type_, reason=reason, message=message, created_at=now)
 
 
 def sync_deployment(deployment_id: int, *, now: datetime) -> None:
@@ -138,12 +131,8 @@ def prebuild_workload(owner: Job, kind: JobKind, *, name: str, pod_sets: list[di
         with transaction.atomic():
             return services.create_prebuilt_workload(owner, kind, name=name, pod_sets=pod_sets,
                                                      annotations=annotations)
-    except ValidationError as error:
-        refusal = ("; ".join(f"{path}: {' '.join(messages)}"
-                             for path, messages in error.message_dict.items())
-                   if hasattr(error, "error_dict") else "; ".join(error.messages))
-    except services.ConflictError as error:
-        refusal = str(error)
+    except (ValidationError, services.ConflictError) as error:
+        refusal = services.refusal_text(error)
     events.append(owner_event(owner, EventType.WARNING, "FailedCreateWorkload",
                               f"Error creating workload {name}: {refusal}", now))
     return None

@@ -94,8 +94,8 @@ def sync_leaderworkerset(lws_id: int, *, now: datetime) -> None:
             services.delete_workload(workloads.pop(index))
         for name, _reason in plan.delete_pods:
             services.delete_job(children[name])
-            events.append(deployments.owner_event(lws, EventType.NORMAL, "SuccessfulDelete",
-                                 f"Deleted pod: {name}", now))
+            events.append(services.owner_event(lws, EventType.NORMAL, "SuccessfulDelete",
+                                               f"Deleted pod: {name}", now))
         services.follow_owner_queue(lws, workloads.values())
         for index in plan.create_workloads:
             deployments.prebuild_workload(

@@ -449,6 +449,14 @@ def owned_jobs(owner: Job, owner_kind: jobframework.JobKind,
     return [job for job in candidates if owner_kind.controller_uid(job.manifest) == str(owner.uid)]
 
 
+def owner_event(owner: Job, type_: str, reason: str, message: str, now: datetime) -> Event:
+    """An Event on the owner of jobs (a Deployment, a StatefulSet, a LeaderWorkerSet, a
+    CronJob), from its controller."""
+    return Event(cluster=owner.cluster, object_kind=owner.kind,
+                 object_namespace=owner.namespace, object_name=owner.name,
+                 type=type_, reason=reason, message=message, created_at=now)
+
+
 def submit_for(owner: Job, manifest: Mapping[str, Any]) -> tuple[Job | None, str]:
     """Submit a job a controller creates for ``owner`` (a CronJob's Job, a Deployment's Pod)
     in its namespace and cluster, as any job is submitted, in a savepoint: the job, or None
@@ -457,13 +465,19 @@ def submit_for(owner: Job, manifest: Mapping[str, Any]) -> tuple[Job | None, str
     try:
         with transaction.atomic():
             return submit_job(manifest, namespace=owner.namespace, cluster=owner.cluster), ""
-    except ValidationError as error:
-        if hasattr(error, "error_dict"):
-            return None, "; ".join(f"{path}: {' '.join(messages)}"
-                                   for path, messages in error.message_dict.items())
-        return None, "; ".join(error.messages)
-    except ConflictError as error:
-        return None, str(error)
+    except (ValidationError, ConflictError) as error:
+        return None, refusal_text(error)
+
+
+def refusal_text(error: ValidationError | ConflictError) -> str:
+    """A refusal of what a controller creates in one line, each field with its messages
+    (the text of its ``FailedCreate`` events)."""
+    if isinstance(error, ConflictError):
+        return str(error)
+    if hasattr(error, "error_dict"):
+        return "; ".join(f"{path}: {' '.join(messages)}"
+                         for path, messages in error.message_dict.items())
+    return "; ".join(error.messages)
 
 
 def find_job(jobs: QuerySet[Job], name: str, *, kind: str | None = None) -> Job | None:

@@ -25,11 +25,11 @@ from django.db.models import F, QuerySet
 from scheduling import deployments, services
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.deployments import child_pod
-from scheduling.deployments import owner_event as _event
 from scheduling.jobs import pod as pods
 from scheduling.jobs.deployment import replicas
 from scheduling.jobs.statefulset import REVISION_LABEL, StatefulSet
 from scheduling.models import Event, Job, Workload
+from scheduling.services import owner_event as _event
 from scheduling.workload import lifecycle
 
 logger = logging.getLogger(__name__)
