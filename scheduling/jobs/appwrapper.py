@@ -43,6 +43,7 @@ from scheduling.jobframework.podsets import (
     PodSetInfo,
     label_pod_templates,
     merge_into_template,
+    templates_priority_class,
 )
 from scheduling.jobframework.validation import (
     int_value,
@@ -631,11 +632,7 @@ class AppWrapper(GenericJob):
 
     def pod_priority_class(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
         """The first pod template that names a ``priorityClassName``."""
-        for template, path in self.pod_templates(manifest):
-            name = ((template or {}).get("spec") or {}).get("priorityClassName")
-            if isinstance(name, str) and name:
-                return name, f"{path}.spec.priorityClassName"
-        return None
+        return templates_priority_class(self.pod_templates(manifest))
 
     def run_with_pod_sets_info(
         self, manifest: Mapping[str, Any], infos: Sequence[PodSetInfo]
