@@ -671,7 +671,6 @@ class AppWrapper(GenericJob):
         running = self.without_managed_by(self.run_with_pod_sets_info(
             {"metadata": dict(manifest.get("metadata") or {}),
              "spec": dict(manifest.get("spec") or {})}, infos))
-        running = copy.deepcopy(running)
         names = [pod_set_name(manifest, i) for i in range(len(pod_set_entries(manifest)))]
         label_pod_templates(_pod_templates_in(running), names, pod_labels=pod_labels,
                             gang_workload=gang_workload)
