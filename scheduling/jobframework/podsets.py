@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -258,3 +258,15 @@ def label_pod_templates(templates: Sequence[dict[str, Any]], pod_set_names: Sequ
         if gang_workload:
             template.setdefault("spec", {})["workloadRef"] = {"name": gang_workload,
                                                              "podGroup": name}
+
+
+def templates_priority_class(
+    templates: Iterable[tuple[Any, str]],
+) -> tuple[str, str] | None:
+    """The first of ``(template, path)`` whose spec names a ``priorityClassName``, with that
+    field's path: the pod PriorityClass of a kind with several pod templates."""
+    for template, path in templates:
+        name = ((template or {}).get("spec") or {}).get("priorityClassName")
+        if isinstance(name, str) and name:
+            return name, f"{path}.spec.priorityClassName"
+    return None

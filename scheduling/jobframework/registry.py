@@ -133,12 +133,13 @@ def enabled_for(
     """The enabled kind of a submitted object, or the error naming its ``kind``."""
     api_version, kind = manifest.get("apiVersion"), manifest.get("kind")
     integration = by_kind(str(api_version), str(kind))
+    names = enabled_names(config)
     if integration is not None and (
-            integration.enabled_with in enabled_names(config)
+            integration.enabled_with in names
             or (integration.enabled_with in implicitly_enabled(config)
                 and integration.accepts_implicitly(manifest))):
         return integration, []
-    enabled = [i for i in _loaded().values() if i.enabled_with in enabled_names(config)]
+    enabled = [i for i in _loaded().values() if i.enabled_with in names]
     accepted = ", ".join(f"{i.api_version} {i.kind}" for i in enabled) or "none"
     return None, [FieldError("kind", f"{api_version} {kind!r} is not an enabled job kind "
                              f"(enabled: {accepted})")]

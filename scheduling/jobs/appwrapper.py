@@ -43,6 +43,7 @@ from scheduling.jobframework.podsets import (
     PodSetInfo,
     label_pod_templates,
     merge_into_template,
+    templates_priority_class,
 )
 from scheduling.jobframework.validation import (
     int_value,
@@ -631,11 +632,7 @@ class AppWrapper(GenericJob):
 
     def pod_priority_class(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
         """The first pod template that names a ``priorityClassName``."""
-        for template, path in self.pod_templates(manifest):
-            name = ((template or {}).get("spec") or {}).get("priorityClassName")
-            if isinstance(name, str) and name:
-                return name, f"{path}.spec.priorityClassName"
-        return None
+        return templates_priority_class(self.pod_templates(manifest))
 
     def run_with_pod_sets_info(
         self, manifest: Mapping[str, Any], infos: Sequence[PodSetInfo]
@@ -674,7 +671,6 @@ class AppWrapper(GenericJob):
         running = self.without_managed_by(self.run_with_pod_sets_info(
             {"metadata": dict(manifest.get("metadata") or {}),
              "spec": dict(manifest.get("spec") or {})}, infos))
-        running = copy.deepcopy(running)
         names = [pod_set_name(manifest, i) for i in range(len(pod_set_entries(manifest)))]
         label_pod_templates(_pod_templates_in(running), names, pod_labels=pod_labels,
                             gang_workload=gang_workload)

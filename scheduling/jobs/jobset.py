@@ -38,6 +38,7 @@ from scheduling.jobframework.podsets import (
     label_pod_templates,
     merge_into_templates,
     restore_templates,
+    templates_priority_class,
 )
 from scheduling.jobframework.validation import (
     int_value,
@@ -347,11 +348,7 @@ class JobSet(GenericJob):
 
     def pod_priority_class(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
         """The first replicated job's template that names a ``priorityClassName``."""
-        for template, path in self.pod_templates(manifest):
-            name = ((template or {}).get("spec") or {}).get("priorityClassName")
-            if isinstance(name, str) and name:
-                return name, f"{path}.spec.priorityClassName"
-        return None
+        return templates_priority_class(self.pod_templates(manifest))
 
     def _templates(self, manifest: Mapping[str, Any]) -> tuple[dict[str, Any],
                                                                  list[dict[str, Any]]]:

@@ -46,6 +46,7 @@ from scheduling.jobframework.podsets import (
     label_pod_templates,
     merge_into_templates,
     restore_templates,
+    templates_priority_class,
 )
 from scheduling.jobframework.validation import (
     int_value,
@@ -359,11 +360,7 @@ class KubeflowJob(GenericJob):
         name = (run_policy.get("schedulingPolicy") or {}).get("priorityClass")
         if isinstance(name, str) and name:
             return name, "spec.runPolicy.schedulingPolicy.priorityClass"
-        for template, path in self.pod_templates(manifest):
-            name = ((template or {}).get("spec") or {}).get("priorityClassName")
-            if isinstance(name, str) and name:
-                return name, f"{path}.spec.priorityClassName"
-        return None
+        return templates_priority_class(self.pod_templates(manifest))
 
     # --- run and stop --------------------------------------------------------------------
 

@@ -74,7 +74,6 @@ POD_SCHEDULED = "PodScheduled"
 SCHEDULING_GATED_REASON = "SchedulingGated"
 SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 _RESTART_POLICIES = ("Always", "OnFailure", "Never")
-_DNS_SUBDOMAIN_MAX = 253
 
 
 # =========================================================================================

@@ -36,7 +36,12 @@ from scheduling.jobframework.interface import (
     SimulatedPod,
     SimulatedPods,
 )
-from scheduling.jobframework.podsets import PodSetInfo, merge_into_template, restore_template
+from scheduling.jobframework.podsets import (
+    PodSetInfo,
+    merge_into_template,
+    restore_template,
+    templates_priority_class,
+)
 from scheduling.jobframework.validation import (
     int_value,
     object_map,
@@ -118,11 +123,7 @@ def cluster_templates(cluster: Mapping[str, Any], path: str) -> list[tuple[Any, 
 
 def cluster_priority_class(cluster: Mapping[str, Any], path: str) -> tuple[str, str] | None:
     """The head template's pod PriorityClass, else the first worker group's that names one."""
-    for template, template_path in cluster_templates(cluster, path):
-        name = ((template or {}).get("spec") or {}).get("priorityClassName")
-        if isinstance(name, str) and name:
-            return name, f"{template_path}.spec.priorityClassName"
-    return None
+    return templates_priority_class(cluster_templates(cluster, path))
 
 
 def validate_cluster_spec(cluster: Any, path: str, *, elastic: bool) -> list[FieldError]:
