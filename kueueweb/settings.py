@@ -25,6 +25,7 @@ from kueueweb.env import (
     env_bool,
     env_float,
     env_int,
+    env_json,
     env_list,
     env_secret,
     env_str,
@@ -370,6 +371,14 @@ KUEUEWEB: dict[str, Any] = {
     "REQUEUE_BACKOFF_MAX_SECONDS": env_int("KUEUEWEB_REQUEUE_BACKOFF_MAX_SECONDS", 3600),
     "REQUEUE_BACKOFF_LIMIT_COUNT": env_int("KUEUEWEB_REQUEUE_BACKOFF_LIMIT_COUNT", -1),
     "LABEL_KEYS_TO_COPY": env_list("KUEUEWEB_LABEL_KEYS_TO_COPY", []),
+    # Which objects of a connected cluster kueueweb manages (Kueue's
+    # manageJobsWithoutQueueName and managedJobsNamespaceSelector): those with a queue name,
+    # and, when the first is on, those without one in the namespaces the selector matches.
+    "MANAGE_JOBS_WITHOUT_QUEUE_NAME": env_bool("KUEUEWEB_MANAGE_JOBS_WITHOUT_QUEUE_NAME", False),
+    "MANAGED_JOBS_NAMESPACE_SELECTOR": env_json(
+        "KUEUEWEB_MANAGED_JOBS_NAMESPACE_SELECTOR",
+        {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                               "values": ["kube-system", "kueue-system"]}]}),
     # The job kinds accepted (Kueue's integrations.frameworks), by framework name; checked
     # against the registered kinds (scheduling/jobs) at startup. The default is what Kueue's
     # shipped controller config enables of the kinds kueueweb has (its API default is Job

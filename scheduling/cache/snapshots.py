@@ -120,19 +120,7 @@ def _weight(value: str | None) -> float:
 
 def label_selector(selector: Mapping[str, Any] | None) -> core.types.LabelSelector | None:
     """A Kubernetes label selector dict as the engine's; None stays None (matches nothing)."""
-    if selector is None:
-        return None
-    return core.types.LabelSelector(
-        match_labels=tuple(sorted((selector.get("matchLabels") or {}).items())),
-        match_expressions=tuple(
-            core.types.LabelSelectorRequirement(
-                key=expr["key"],
-                operator=core.types.SelectorOperator(expr["operator"]),
-                values=tuple(expr.get("values") or ()),
-            )
-            for expr in selector.get("matchExpressions") or ()
-        ),
-    )
+    return None if selector is None else core.types.LabelSelector.from_document(selector)
 
 
 def cluster_queue_spec(cq: ClusterQueue, rows: Iterable[FlavorQuota]) -> core.types.ClusterQueueSpec:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 __all__ = [
     "Admission",
@@ -154,6 +155,17 @@ class LabelSelector:
 
     match_labels: tuple[tuple[str, str], ...] = ()
     match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> LabelSelector:
+        """A selector as Kubernetes writes it (``matchLabels``, ``matchExpressions``)."""
+        return cls(
+            match_labels=tuple(sorted((document.get("matchLabels") or {}).items())),
+            match_expressions=tuple(
+                LabelSelectorRequirement(key=str(expr["key"]),
+                                         operator=SelectorOperator(expr["operator"]),
+                                         values=tuple(expr.get("values") or ()))
+                for expr in document.get("matchExpressions") or ()))
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether ``labels`` satisfies every matchLabels pair and every expression."""
