@@ -79,7 +79,8 @@ def test_a_failed_scheduling_event_reaches_the_workload_api_and_pages(
     page = admin_ui.get(reverse("ui-workload", kwargs={
         "cluster": domain.name, "namespace": wl.namespace, "name": wl.name}))
     assert page.status_code == 200
-    assert UNSCHEDULABLE in page.content.decode()
+    assert f"{UNSCHEDULABLE} <span" in page.content.decode()
+    assert "(×2)" in page.content.decode()
     job_page = admin_ui.get(web_slices.job_url(job)).content.decode()
     assert 'id="job-why-pending"' in job_page
     assert f'data-pod="{pods[0]}" data-reason="FailedScheduling"' in job_page

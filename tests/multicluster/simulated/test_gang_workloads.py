@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from multicluster.models import Cluster, GangWorkload, Node, Pod, PodGroup
@@ -17,6 +18,7 @@ from scheduling import jobframework, services
 from scheduling.manifests.apply import ApplyError, apply_manifests, export_manifests
 from scheduling.metrics import prometheus
 from scheduling.models import ClusterQueue, Event, Job, Workload
+from scheduling.web import slices as web_slices
 from tests.fixtures.gang_metrics import gang_metrics
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
@@ -194,7 +196,7 @@ def test_replica_keys_make_independent_gangs_and_basic_pods_go_alone(
 
 
 def test_a_pod_naming_a_missing_workload_waits_with_an_event_until_it_is_applied(
-        reconcilers: Reconcilers, t0: datetime) -> None:
+        reconcilers: Reconcilers, t0: datetime, admin_ui: Client) -> None:
     job = pod("lonely", workload="later", group="all")
     reconcilers.step(t0)
     reconcilers.step(t0 + timedelta(seconds=1))
@@ -205,6 +207,9 @@ def test_a_pod_naming_a_missing_workload_waits_with_an_event_until_it_is_applied
     assert (event.object_kind, event.object_name, event.type) == ("Pod", name, "Warning")
     assert event.message == (f'Pod {name} waits: its Workload "later" (spec.workloadRef.name) '
                              "does not exist in namespace ns")
+    # The job's page says why its pod is pending.
+    assert (f'data-pod="{name}" data-reason="{runner.WAITING_FOR_WORKLOAD}"'
+            in admin_ui.get(web_slices.job_url(job)).content.decode())
 
     apply_manifests([gang_workload("later", other={"basic": {}})])
     reconcilers.step(t0 + timedelta(seconds=2))
