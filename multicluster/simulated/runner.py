@@ -577,13 +577,13 @@ def _through_workloads(cluster: Cluster, waiting: list[Pod], *, now: datetime,
     the Workload and the group exist, and that gang is formed once ``minCount`` of its pods
     exist (an attempt begins); a ``basic`` group's pod is tried on its own. The others wait:
     their message says why, and a missing Workload or pod group is also an event."""
+    referring = [p for p in waiting if p.workload_ref and p.group is None]
+    if not referring:
+        return waiting
     # A Workload's gang that lost its pods before it bound (their jobs stopped) is gone:
     # pods naming it later form a new one, with an attempt of their own.
     PodGroup.objects.filter(cluster=cluster, gang__isnull=False, bound_at__isnull=True).exclude(
         pods__phase__in=_ACTIVE_PHASES).delete()
-    referring = [p for p in waiting if p.workload_ref and p.group is None]
-    if not referring:
-        return waiting
     names = {(p.namespace, str(p.workload_ref.get("name"))) for p in referring}
     gangs = {(g.namespace, g.name): g for g in GangWorkload.objects.filter(
         cluster=cluster, namespace__in={ns for ns, _ in names},
