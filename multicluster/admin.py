@@ -469,9 +469,10 @@ class PodGroupBoundFilter(admin.SimpleListFilter):
 
 
 @admin.register(GangWorkload)
-class GangWorkloadAdmin(SimulatedObjectAdmin):
+class GangWorkloadAdmin(ReadOnlyAdminMixin, RoleAdminMixin, ModelAdmin):
     """A simulated cluster's ``scheduling.k8s.io/v1alpha1`` Workloads: written by apply
-    (``manage.py apply``, ``POST /api/v1/apply``), whose checks an edit here would skip."""
+    (``manage.py apply``, ``POST /api/v1/apply``), whose checks an edit here would skip;
+    deleted here (its pods then wait for it again)."""
 
     list_display = ["name", "namespace", "pod_groups", "controller_ref", "created_at",
                     "cluster"]
