@@ -37,7 +37,15 @@ from kueueweb.admin import (
 )
 from multicluster.choices import ClusterRole, ConnectionType, PodPhase
 from multicluster.kubeconfig import MAX_KUBECONFIG_BYTES, KubeconfigInvalid, read_kubeconfig
-from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node, Pod, PodGroup
+from multicluster.models import (
+    AdmissionCheck,
+    Cluster,
+    GangWorkload,
+    MultiKueueConfig,
+    Node,
+    Pod,
+    PodGroup,
+)
 from multicluster.simulated import faults
 from scheduling.admin import (
     DomainObjectAdmin,
@@ -420,7 +428,8 @@ class PodAdmin(FaultInjectionMixin, SimulatedObjectAdmin):
     list_select_related = ["cluster", "job"]
     fields = readonly_fields = (
         "cluster", "namespace", "name", "job", "workload", "group", "pod_set", "requests",
-        "node_selector", "tolerations", "scheduling_gates", "node_name", "phase", "ready",
+        "node_selector", "tolerations", "scheduling_gates", "workload_ref", "node_name",
+        "phase", "ready",
         "reason", "message",
         "fail", "created_at", "scheduled_at", "ready_at", "finish_at", "finished_at",
     )
@@ -459,6 +468,21 @@ class PodGroupBoundFilter(admin.SimpleListFilter):
         return queryset
 
 
+@admin.register(GangWorkload)
+class GangWorkloadAdmin(ReadOnlyAdminMixin, RoleAdminMixin, ModelAdmin):
+    """A simulated cluster's ``scheduling.k8s.io/v1alpha1`` Workloads: written by apply
+    (``manage.py apply``, ``POST /api/v1/apply``), whose checks an edit here would skip;
+    deleted here (its pods then wait for it again)."""
+
+    list_display = ["name", "namespace", "pod_groups", "controller_ref", "created_at",
+                    "cluster"]
+    list_filter = ["cluster"]
+    search_fields = ["name", "namespace"]
+    list_select_related = ["cluster"]
+    fields = readonly_fields = ("cluster", "namespace", "name", "uid", "controller_ref",
+                                "pod_groups", "created_at")
+
+
 @admin.register(PodGroup)
 class PodGroupAdmin(SimulatedObjectAdmin):
     list_display = ["workload_name", "job", "pod_set", "min_count", "pod_count", "state",
@@ -467,8 +491,8 @@ class PodGroupAdmin(SimulatedObjectAdmin):
     search_fields = ["workload__name", "workload__namespace", "job__name", "pod_set"]
     list_select_related = ["cluster", "workload", "job"]
     fields = readonly_fields = (
-        "cluster", "workload", "job", "pod_set", "min_count", "created_at", "waiting_since",
-        "bound_at", "timeouts", "message",
+        "cluster", "workload", "job", "gang", "pod_set", "replica_key", "min_count",
+        "created_at", "waiting_since", "bound_at", "timeouts", "message",
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:

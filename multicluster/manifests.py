@@ -22,7 +22,14 @@ from django.db import models, transaction
 from kueueweb import reconcile
 from multicluster.choices import ClusterRole, ConnectionType, Dispatcher, PodPhase
 from multicluster.kubeconfig import KubeconfigInvalid, read_kubeconfig
-from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node, Pod
+from multicluster.models import (
+    AdmissionCheck,
+    Cluster,
+    GangWorkload,
+    MultiKueueConfig,
+    Node,
+    Pod,
+)
 from scheduling.api.base import object_metadata
 from scheduling.manifests.codec import (
     _SERVER_METADATA,
@@ -443,6 +450,161 @@ def _read_resources(value: Any, path: str, r: Reader) -> dict[str, str]:
 
 
 NODE = NodeKind()
+
+
+# --- scheduling.k8s.io/v1alpha1 Workload (the gang of a simulated cluster) -----------------------
+
+GANG_WORKLOAD_API_VERSION = "scheduling.k8s.io/v1alpha1"
+# Kubernetes' WorkloadMaxPodGroups.
+MAX_POD_GROUPS = 8
+_PATH_SEGMENT_FORBIDDEN = ("/", "%")
+
+
+class GangWorkloadKind(Kind[GangWorkload]):
+    """Kubernetes v1.35's ``scheduling.k8s.io/v1alpha1`` Workload, applied to a simulated
+    cluster (``GangWorkload``): the pod groups that pods naming it (``spec.workloadRef``)
+    are scheduled by. Checked as the API server's validation does: an optional
+    ``controllerRef`` (kind and name required, path segments; apiGroup a DNS subdomain), one
+    to 8 ``podGroups`` with unique DNS-label names, each with exactly one of ``basic: {}`` or
+    ``gang: {minCount: n}`` (n ≥ 1); the spec is immutable. Not Kueue's Workload: its key
+    in apply is ``Workload.scheduling.k8s.io``."""
+
+    kind = "Workload.scheduling.k8s.io"
+    plural = "workloads.scheduling.k8s.io"
+    model = GangWorkload
+    namespaced = True
+
+    def read_document(self, document: Any, *, index: int | None = None,
+                      default_namespace: str = "default") -> Manifest:
+        if not isinstance(document, Mapping):
+            raise ManifestInvalid([FieldError("", "a manifest must be an object, not "
+                                                  f"{type(document).__name__}")], index=index)
+        r = Reader()
+        raw = r.fields(document, "", ("apiVersion", "kind", "metadata", "spec", "status"))
+        r.string(raw.get("apiVersion"), "apiVersion", required=True,
+                 choices=(GANG_WORKLOAD_API_VERSION,))
+        metadata = r.fields(raw.get("metadata"), "metadata",
+                            ("name", "namespace", "labels", "annotations"),
+                            ignored=_SERVER_METADATA)
+        name = r.string(metadata.get("name"), "metadata.name", required=True, name="subdomain")
+        namespace = r.string(metadata.get("namespace"), "metadata.namespace", name="label",
+                             default=default_namespace) or default_namespace
+        spec = self.read_spec(raw, r)
+        if r.errors:
+            raise ManifestInvalid(r.errors, index=index, kind=self.kind, name=name,
+                                  namespace=namespace)
+        return Manifest(kind=self.kind, name=name or "", namespace=namespace, spec=spec,
+                        index=index, warnings=r.warnings)
+
+    def read_spec(self, document: Mapping[str, Any], r: Reader) -> dict[str, Any]:
+        if document.get("spec") is None:
+            r.error("spec", "Required value")
+            return {}
+        spec = r.fields(document.get("spec"), "spec", ("controllerRef", "podGroups"))
+        result: dict[str, Any] = {"controllerRef": {}, "podGroups": []}
+        if "controllerRef" in spec:
+            path = "spec.controllerRef"
+            ref = r.fields(spec["controllerRef"], path, ("apiGroup", "kind", "name"))
+            group = r.string(ref.get("apiGroup"), f"{path}.apiGroup", name="subdomain")
+            kind = r.string(ref.get("kind"), f"{path}.kind", required=True)
+            ref_name = r.string(ref.get("name"), f"{path}.name", required=True)
+            for key, value in (("kind", kind), ("name", ref_name)):
+                if value is not None and (value in (".", "..") or any(
+                        c in value for c in _PATH_SEGMENT_FORBIDDEN)):
+                    r.error(f"{path}.{key}", f'"{value}" is not a valid path segment name: it '
+                                            "may not be '.' or '..' nor contain '/' or '%'")
+            result["controllerRef"] = {key: value for key, value in
+                                       (("apiGroup", group), ("kind", kind), ("name", ref_name))
+                                       if value}
+        groups = spec.get("podGroups")
+        path = "spec.podGroups"
+        if not groups:
+            r.error(path, "Required value: must have at least one item")
+            return result
+        if not isinstance(groups, list):
+            r.error(path, "must be a list")
+            return result
+        if len(groups) > MAX_POD_GROUPS:
+            r.error(path, f"Too many: {len(groups)}: must have at most {MAX_POD_GROUPS} items")
+            return result
+        seen: set[str] = set()
+        for i, item in enumerate(groups):
+            gpath = join(path, i)
+            group_spec = r.fields(item, gpath, ("name", "policy"))
+            group_name = r.string(group_spec.get("name"), f"{gpath}.name", required=True,
+                                  name="label")
+            if group_name is not None:
+                if group_name in seen:
+                    r.error(f"{gpath}.name", f'Duplicate value: "{group_name}"')
+                seen.add(group_name)
+            policy = r.fields(group_spec.get("policy"), f"{gpath}.policy", ("basic", "gang"))
+            set_fields = [key for key in ("basic", "gang") if key in policy]
+            if len(set_fields) != 1:
+                r.error(f"{gpath}.policy", "exactly one of `basic`, `gang` is required" + (
+                    ", but multiple fields are set" if set_fields else ""))
+                continue
+            if set_fields == ["basic"]:
+                r.fields(policy["basic"], f"{gpath}.policy.basic", ())
+                read: dict[str, Any] = {"basic": {}}
+            else:
+                gang = r.fields(policy["gang"], f"{gpath}.policy.gang", ("minCount",))
+                count = r.int32(gang.get("minCount"), f"{gpath}.policy.gang.minCount",
+                                required=True)
+                if count is not None and count < 1:
+                    r.error(f"{gpath}.policy.gang.minCount",
+                            "must be greater than zero")
+                read = {"gang": {"minCount": count}}
+            result["podGroups"].append({"name": group_name, "policy": read})
+        return result
+
+    def check(self, manifest: Manifest, plan: Plan, existing: GangWorkload | None,
+              r: Reader) -> None:
+        if plan.domain.connection_type != ConnectionType.SIMULATED:
+            r.error("", f'cluster "{plan.domain.name}" has a {plan.domain.connection_type} '
+                        "connection: its Workloads are the cluster's own (kueueweb creates "
+                        "those of its jobs); only a simulated cluster's can be applied")
+        if existing is None:
+            return
+        if existing.controller_ref and existing.controller_ref != manifest.spec["controllerRef"]:
+            r.error("spec.controllerRef", "field is immutable")
+        if list(existing.pod_groups) != manifest.spec["podGroups"]:
+            r.error("spec.podGroups", "field is immutable")
+
+    def queryset(self, domain: Cluster) -> models.QuerySet[GangWorkload]:
+        return GangWorkload.objects.filter(cluster=domain)
+
+    def spec_of(self, obj: GangWorkload) -> dict[str, Any]:
+        return {"controllerRef": dict(obj.controller_ref or {}),
+                "podGroups": list(obj.pod_groups or [])}
+
+    def write(self, manifest: Manifest, obj: GangWorkload | None,
+              ctx: WriteContext) -> GangWorkload:
+        obj = obj or GangWorkload(cluster=ctx.domain, namespace=manifest.namespace,
+                                  name=manifest.name)
+        obj.controller_ref = manifest.spec["controllerRef"]
+        obj.pod_groups = manifest.spec["podGroups"]
+        if obj.pk is not None:
+            obj.resource_version += 1
+        obj.save()
+        # Pods waiting for this Workload may be scheduled now.
+        reconcile.request_cluster_sync(ctx.domain.pk)
+        return obj
+
+    def to_manifest(self, obj: GangWorkload, *, export: bool = False,
+                    status: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        if export:
+            metadata: dict[str, Any] = {"name": obj.name, "namespace": obj.namespace}
+        else:
+            metadata = object_metadata(obj, namespaced=True)
+        spec: dict[str, Any] = {}
+        if obj.controller_ref:
+            spec["controllerRef"] = dict(obj.controller_ref)
+        spec["podGroups"] = list(obj.pod_groups or [])
+        return {"apiVersion": GANG_WORKLOAD_API_VERSION, "kind": "Workload",
+                "metadata": metadata, "spec": spec}
+
+
+GANG_WORKLOAD = GangWorkloadKind()
 
 
 # --- the REST shape of a Cluster ---------------------------------------------------------------

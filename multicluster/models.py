@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
 from multicluster import secrets
@@ -165,12 +167,45 @@ class Dispatch(models.Model):
         return f"{self.workload_id} → {self.worker_id} ({self.state})"
 
 
+class GangWorkload(models.Model):
+    """A Kubernetes v1.35 ``scheduling.k8s.io/v1alpha1`` Workload on a simulated cluster,
+    applied as a manifest: pods pointing at it (``spec.workloadRef``) are scheduled by its
+    pod groups, a gang (``policy.gang.minCount``) all or nothing, a ``basic`` group one by
+    one. Not Kueue's Workload (``scheduling.Workload``), which admits jobs by quota."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="gang_workloads")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.UUIDField(default=uuid.uuid4, editable=False)
+    # {"apiGroup", "kind", "name"}, or {} when the Workload names no controller.
+    controller_ref = models.JSONField(default=dict, blank=True)
+    # [{"name": ..., "policy": {"gang": {"minCount": n}} | {"basic": {}}}], as applied.
+    pod_groups = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+    resource_version = models.PositiveBigIntegerField(default=1)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "namespace", "name"],
+                                    name="gangworkload_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def pod_group(self, name: str) -> dict[str, Any] | None:
+        return next((dict(g) for g in self.pod_groups or () if g.get("name") == name), None)
+
+
 class PodGroup(models.Model):
     """The pods of one pod set of a running workload, scheduled as a gang.
 
     Kubernetes v1.35 Workload API: a ``podGroups[]`` entry with ``policy.gang.minCount``. The
     group binds only when ``min_count`` of its pods fit at once; otherwise it waits, and
-    after the gang scheduling timeout its attempt is rejected and retried.
+    after the gang scheduling timeout its attempt is rejected and retried. A group of an
+    applied ``GangWorkload`` (``gang``) gathers the pods naming its pod group and replica
+    key, whatever their jobs; ``workload`` is then the Kueue Workload of its first pod.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pod_groups")
@@ -189,11 +224,19 @@ class PodGroup(models.Model):
     bound_at = models.DateTimeField(null=True, blank=True)
     timeouts = models.PositiveIntegerField(default=0)
     message = models.TextField(blank=True)
+    gang = models.ForeignKey(GangWorkload, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="groups")
+    # spec.workloadRef.podGroupReplicaKey: pods with the same key form one gang of the group.
+    replica_key = models.CharField(max_length=63, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["workload", "pod_set"], name="podgroup_unique_podset"),
+            models.UniqueConstraint(fields=["workload", "pod_set"], name="podgroup_unique_podset",
+                                    condition=models.Q(gang__isnull=True)),
+            models.UniqueConstraint(fields=["gang", "pod_set", "replica_key"],
+                                    name="podgroup_unique_gang_replica",
+                                    condition=models.Q(gang__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -223,6 +266,9 @@ class Pod(models.Model):
     # spec.schedulingGates (names): the scheduler leaves a gated pod alone until every gate
     # is removed (Kueue gates the pods of elastic jobs beyond the admitted count).
     scheduling_gates = models.JSONField(default=list, blank=True)
+    # spec.workloadRef ({"name", "podGroup", "podGroupReplicaKey"}), {} when none: the pod is
+    # scheduled by that Workload's pod group (``GangWorkload``).
+    workload_ref = models.JSONField(default=dict, blank=True)
     node_name = models.CharField(max_length=253, blank=True, db_index=True)
     phase = models.CharField(max_length=16, choices=PodPhase.choices, default=PodPhase.PENDING)
     ready = models.BooleanField(default=False)

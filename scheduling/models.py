@@ -511,9 +511,18 @@ class Event(models.Model):
     reason = models.CharField(max_length=128)
     message = models.TextField(blank=True)
     created_at = models.DateTimeField(db_index=True)
+    # An event observed on a Kubernetes cluster (a pod's FailedScheduling, say): its uid
+    # there, and how often it happened (Kubernetes counts a repeated event on one object
+    # rather than making another), so that a repeat updates this row.
+    uid = models.CharField(max_length=64, blank=True)
+    count = models.PositiveIntegerField(default=1)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "uid"], name="event_unique_remote_uid",
+                                    condition=~models.Q(uid="")),
+        ]
         indexes = [
             # A job's own events (its page); the domain comes first so that this index, not
             # the one on ``cluster`` alone, is chosen for the whole condition.

@@ -11,5 +11,7 @@ A cluster whose connection is ``kubernetes`` runs its admitted jobs on a real AP
 - ``backend``: the calls themselves (jobs, pods, namespaces, the gang ``Workload``) and
   list + watch with resource versions;
 - ``sync``: the reconciler, the counterpart of ``multicluster.simulated.runner``;
+- ``gangs``: the gang scheduling metrics, from what a pass observes of the gangs;
+- ``pod_events``: the Warning events about our pods, kept on their workloads;
 - ``errors``: what can go wrong, in three kinds the reconcilers act on.
 """

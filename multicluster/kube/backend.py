@@ -32,6 +32,7 @@ from multicluster.kube.manifests import (
     GANG_API_VERSION,
     GANG_RESOURCE,
     object_key,
+    reduce_event,
     reduce_job,
     reduce_node,
     reduce_pod,
@@ -92,12 +93,19 @@ class WatchKind:
     reduce: Callable[[Mapping[str, Any]], dict[str, Any]]
     tombstones: bool = False
     resource: tuple[str, str, str] | None = None
+    # Sent with every list and watch of the kind, so only the objects it selects come.
+    field_selector: str | None = None
 
 
 TOMBSTONE = "deleted"
 BATCH_JOBS = ("batch", "v1", "jobs")
 PODS = WatchKind("pods", reduce_pod)
 NODES = WatchKind("nodes", reduce_node)
+# The warnings about pods (FailedScheduling, FailedMount, BackOff, ...): why a pod of ours
+# does not run. Events carry no labels of their pod, so the rest of the selection is by the
+# pods the reconciler knows (``multicluster.kube.pod_events``).
+POD_EVENTS = WatchKind("events", reduce_event,
+                       field_selector="involvedObject.kind=Pod,type=Warning")
 
 
 def job_kind(group: str, version: str, plural: str,
@@ -337,6 +345,8 @@ class KubeBackend:
             return self.kube.core.list_pod_for_all_namespaces, ()
         if kind is NODES:
             return self.kube.core.list_node, ()
+        if kind is POD_EVENTS:
+            return self.kube.core.list_event_for_all_namespaces, ()
         raise ValueError(f"unknown kind {kind.name}")
 
     def _list(self, kind: WatchKind, *, label_selector: str | None
@@ -346,6 +356,8 @@ class KubeBackend:
         options: dict[str, Any] = {"limit": _LIST_PAGE_SIZE}
         if label_selector:
             options["label_selector"] = label_selector
+        if kind.field_selector:
+            options["field_selector"] = kind.field_selector
         items: list[dict[str, Any]] = []
         version = ""
         while True:
@@ -408,6 +420,8 @@ class KubeBackend:
         }
         if label_selector:
             options["label_selector"] = label_selector
+        if kind.field_selector:
+            options["field_selector"] = kind.field_selector
         response = self.kube.open_stream(method, *args, **options)
         _set_read_timeout(response, quiet_seconds)
         applied = 0

@@ -195,13 +195,42 @@ def reduce_pod(obj: Mapping[str, Any]) -> dict[str, Any]:
     metadata = obj.get("metadata") or {}
     labels = metadata.get("labels") or {}
     status = obj.get("status") or {}
+    spec = obj.get("spec") or {}
+    ref = spec.get("workloadRef") or {}
     return {
         "namespace": metadata.get("namespace", ""),
         "name": metadata.get("name", ""),
+        "uid": metadata.get("uid", ""),
         "job_uid": labels.get(JOB_UID_LABEL, ""),
         "phase": status.get("phase", "Pending"),
         "ready": _pod_ready(status),
         "deleting": bool(metadata.get("deletionTimestamp")),
+        # Bound by the scheduler, and the gang Workload it belongs to.
+        "node": spec.get("nodeName") or "",
+        "gang": ref.get("name", "") if isinstance(ref, Mapping) else "",
+    }
+
+
+def reduce_event(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A core/v1 Event: what it is about, what it says, how often it happened and when
+    last (``lastTimestamp``, else ``eventTime`` of a newer recorder, else its creation)."""
+    metadata = obj.get("metadata") or {}
+    involved = obj.get("involvedObject") or {}
+    source = obj.get("source") or {}
+    return {
+        "namespace": metadata.get("namespace", ""),
+        "name": metadata.get("name", ""),
+        "uid": metadata.get("uid", ""),
+        "kind": involved.get("kind", ""),
+        "object": involved.get("name", ""),
+        "object_uid": involved.get("uid", ""),
+        "type": obj.get("type", "Normal"),
+        "reason": obj.get("reason", ""),
+        "message": obj.get("message", ""),
+        "count": int(obj.get("count") or 1),
+        "component": source.get("component") or obj.get("reportingComponent") or "",
+        "at": (obj.get("lastTimestamp") or obj.get("eventTime")
+               or metadata.get("creationTimestamp") or ""),
     }
 
 

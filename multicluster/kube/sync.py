@@ -9,7 +9,9 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
    ``KUBE_PROBE_INTERVAL_SECONDS`` to refresh its nodes and capacity;
 1. **observe**: list + watch the Jobs and Pods carrying our
    ``kueue.x-k8s.io/multikueue-origin`` label, resuming from the resource versions of the
-   last pass (kept in the cache, not in process memory, so any worker can take over);
+   last pass (kept in the cache, not in process memory, so any worker can take over); the
+   gangs' progress (``gangs``: the gang scheduling metrics) and the Warning events about our
+   pods (``pod_events``: why they do not run, on their workloads' pages);
 2. for each local job of the domain, ``scheduling.job_reconciler.reconcile`` with this pass
    as its backend (the cluster runs a copy of the stored object):
 
@@ -35,7 +37,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,8 +50,9 @@ from django.db.models import Q
 
 from kueueweb import live
 from multicluster.choices import ConnectionType
-from multicluster.kube import connection
+from multicluster.kube import connection, gangs, pod_events
 from multicluster.kube.backend import (
+    POD_EVENTS,
     PODS,
     TOMBSTONE,
     KubeBackend,
@@ -236,6 +239,7 @@ class _Pass:
         self.active_pods: Counter[str] = Counter()
         self.ready_pods: Counter[str] = Counter()
         self._gang: bool | None = None
+        self.pod_events_changed = False
 
     # --- 1. observe ---------------------------------------------------------------------
 
@@ -263,6 +267,32 @@ class _Pass:
             if key and pod_is_active(pod):
                 self.active_pods[key] += 1
                 self.ready_pods[key] += int(bool(pod.get("ready")))
+        gangs.observe(self.cluster_id, pods_state.objects.values(), now=self.now)
+        self._observe_pod_events(pods_state.objects.values())
+
+    def _observe_pod_events(self, pods: Iterable[Mapping[str, Any]]) -> None:
+        """The Warning events about our pods since the last pass, stored on their workloads
+        (``pod_events``). Each pass keeps only the watch's resource version: the events
+        are in the database once read, and most of a cluster's are about other pods."""
+        state = load_state(self.cluster, POD_EVENTS)
+        try:
+            result = self.backend.refresh(
+                POD_EVENTS, state, label_selector=None,
+                quiet_seconds=float(_options().get("KUBE_WATCH_QUIET_SECONDS",
+                                                   DEFAULT_WATCH_QUIET_SECONDS)),
+                max_seconds=float(_options().get("KUBE_WATCH_MAX_SECONDS",
+                                                 DEFAULT_WATCH_MAX_SECONDS)))
+        except KubeApiError as exc:
+            # Events are an explanation, not what runs the jobs: a service account that
+            # may not read them loses the explanation only.
+            logger.warning("cluster %s: pod events not read: %s", self.cluster.name, exc)
+            return
+        self.outcome.watches[POD_EVENTS.name] = result
+        if pod_events.record_pod_events(self.cluster, state.objects.values(), pods,
+                                        now=self.now):
+            self.pod_events_changed = True
+        state.objects = {}
+        save_state(self.cluster, POD_EVENTS, state)
 
     # --- 2. per job ---------------------------------------------------------------------
 
@@ -296,7 +326,7 @@ class _Pass:
                     logger.warning("cluster %s: %s", self.cluster.name, message)
         with transaction.atomic():
             Event.objects.bulk_create(self.events)
-            if self.events or self.outcome.changed:
+            if self.events or self.outcome.changed or self.pod_events_changed:
                 live.notify(self.cluster.pk)
         self._drop_tombstones()
 
@@ -375,10 +405,14 @@ class _Pass:
         if gang and job.group_name:
             self._join_group_gang(job, wl, created)
         elif gang:
-            self.backend.create_gang_workload(gang_workload(
-                integration, namespace=job.namespace, job_name=job.name, origin=origin(),
-                pod_groups={info.name: info.count for info in infos},
-                job_uid=(created.get("metadata") or {}).get("uid")))
+            pod_groups = {info.name: info.count for info in infos}
+            if self.backend.create_gang_workload(gang_workload(
+                    integration, namespace=job.namespace, job_name=job.name, origin=origin(),
+                    pod_groups=pod_groups,
+                    job_uid=(created.get("metadata") or {}).get("uid"))) is not None:
+                gangs.created(self.cluster_id, job.namespace,
+                              gang_workload_name(integration, job.name), pod_groups,
+                              now=self.now)
         return True
 
     def _join_group_gang(self, member: Job, wl: Workload, created: Mapping[str, Any]) -> None:
@@ -393,6 +427,7 @@ class _Pass:
         if self.backend.create_gang_workload(group_gang_workload(
                 integration, namespace=member.namespace, group_name=member.group_name,
                 origin=origin(), pod_groups=counts, member=created)) is not None:
+            gangs.created(self.cluster_id, member.namespace, name, counts, now=self.now)
             return
         existing = self.backend.get_gang_workload(member.namespace, name) or {}
         metadata = existing.get("metadata") or {}
@@ -527,8 +562,9 @@ class _Pass:
             return
         deleted = self.backend.delete_job(namespace, name, resource=resource)
         if self._gang_supported():
-            self.backend.delete_gang_workload(
-                namespace, gang_workload_name(self.integrations[kind], name))
+            gang = gang_workload_name(self.integrations[kind], name)
+            self.backend.delete_gang_workload(namespace, gang)
+            gangs.deleted(self.cluster_id, namespace, gang)
         if deleted:
             logger.info("cluster %s: deleted %s %s/%s (%s)", self.cluster.name, kind,
                         namespace, name, reason)

@@ -33,7 +33,15 @@ reconciler, in order:
 3. **schedule** waiting pods: a gang binds only when ``minCount`` of its pods fit at once,
    otherwise it waits and its attempt is rejected after the gang scheduling timeout
    (5 minutes) and retried; replacement and ungated pods are placed one by one; gated pods
-   are never placed.
+   are never placed. A pod whose spec names a ``scheduling.k8s.io/v1alpha1`` Workload
+   (``spec.workloadRef``; applied as a manifest, ``GangWorkload``) is scheduled by that
+   Workload's pod group instead, whatever its job: it waits (kube-scheduler's PreEnqueue)
+   until the Workload and its pod group exist, with an event saying which is missing, and
+   for a gang until ``minCount`` pods of the group (per ``podGroupReplicaKey``) exist; a
+   ``basic`` group's pods are placed one by one.
+
+Each gang attempt, bound gang and timed-out attempt is counted in the gang scheduling
+metrics (``scheduling.metrics.prometheus.gang_scheduling``).
 
 The pass runs in one transaction holding the cluster's row lock, so two workers never run
 one cluster at once; it returns when it next needs to run (a pod becoming ready, a gang
@@ -57,7 +65,7 @@ from kueueweb import live, reconcile
 from multicluster.choices import ClusterRole, ConnectionType, PodPhase
 from multicluster.core import placement
 from multicluster.core.pods import run_seconds
-from multicluster.models import Cluster, Node, Pod, PodGroup
+from multicluster.models import Cluster, GangWorkload, Node, Pod, PodGroup
 from scheduling import job_reconciler as reconciler
 from scheduling import jobframework
 from scheduling.choices import EventType, WorkloadPhase
@@ -123,6 +131,10 @@ class SyncOutcome:
     next_wakeup: datetime | None = None
     # Another pass of the cluster was running: this one did nothing and asked again.
     busy: bool = False
+    # Gang scheduling: attempts begun, gangs bound, attempts timed out.
+    gang_attempts: int = 0
+    gang_successes: int = 0
+    gang_timeouts: int = 0
 
     @property
     def changed(self) -> bool:
@@ -168,6 +180,9 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
             _reconcile_jobs(cluster, now=now, events=events, outcome=outcome)
             _schedule(cluster, sim, now=now, events=events, outcome=outcome)
         Event.objects.bulk_create(events)
+        lifecycle.gang_scheduling(cluster_id=cluster_id, attempts=outcome.gang_attempts,
+                                   successes=outcome.gang_successes,
+                                   timeouts=outcome.gang_timeouts)
         if events or outcome.changed:
             live.notify(cluster_id)
         if outcome.changed and cluster.role == ClusterRole.WORKER:
@@ -193,6 +208,7 @@ class SimulatedCluster:
         self.cluster, self.cluster_id = cluster, cluster.pk
         self.now, self.events = now, events
         self.pods: dict[int, list[Pod]] = defaultdict(list)
+        self.gang_attempts = 0
 
     def load_pods(self, jobs: Sequence[Job]) -> None:
         """Read the pods of ``jobs`` (one query for a pass)."""
@@ -216,6 +232,11 @@ class SimulatedCluster:
                                               elastic=elastic_job)
             if remaining <= 0:
                 continue
+            if workload_ref_of(pod_set):
+                # Scheduled by the Workload it names, not by a gang of its own pod set.
+                _create_pods(self.cluster, job, wl, pod_set, remaining, group=None, info=info,
+                             now=self.now)
+                continue
             min_count = int(pod_set.get("minCount") or info.count)
             group = PodGroup.objects.filter(workload=wl, pod_set=info.name).first()
             if group is None:
@@ -224,6 +245,7 @@ class SimulatedCluster:
                     min_count=min(min_count, remaining), created_at=self.now,
                     waiting_since=self.now,
                 )
+                self.gang_attempts += 1
             else:
                 # Several objects run one pod set (the members of a pod group): their pods
                 # join its gang, which binds once the whole pod set is there.
@@ -320,6 +342,7 @@ def _reconcile_jobs(cluster: Cluster, *, now: datetime, events: list[Event],
     for job in started:
         _record(job, reconciler.reconcile(job, backend, now=now, events=events), outcome,
                 now=now)
+    outcome.gang_attempts += backend.gang_attempts
     for ready_at, finish_at in Pod.objects.filter(cluster=cluster, phase__in=_ACTIVE_PHASES
                                                   ).filter(Q(ready_at__gt=now)
                                                            | Q(finish_at__gt=now)
@@ -351,6 +374,7 @@ def _create_pods(cluster: Cluster, job: Job, wl: Workload, pod_set: Mapping[str,
     selector = {**(pod_spec.get("nodeSelector") or {}), **info.node_selector}
     all_tolerations = list(pod_spec.get("tolerations") or []) + list(info.tolerations)
     requests = jobframework.pod_set_requests(pod_set)
+    workload_ref = workload_ref_of(pod_set)
     taken = set(Pod.objects.filter(cluster=cluster, namespace=job.namespace,
                                    name__startswith=f"{job.name}-").values_list("name", flat=True))
     pods = []
@@ -363,7 +387,8 @@ def _create_pods(cluster: Cluster, job: Job, wl: Workload, pod_set: Mapping[str,
             cluster=cluster, namespace=job.namespace, name=name, job=job, workload=wl,
             group=group, pod_set=pod_set.get("name", "main"), requests=requests,
             node_selector=selector, tolerations=all_tolerations, created_at=now,
-            scheduling_gates=list(gates), reason=GATED_REASON if gates else "",
+            scheduling_gates=list(gates), workload_ref=workload_ref,
+            reason=GATED_REASON if gates else "",
             message=GATED_MESSAGE if gates else "",
         ))
     return Pod.objects.bulk_create(pods)
@@ -460,6 +485,16 @@ def _bind(pods: Iterable[Pod], bindings: Mapping[str, str], sim: SimulationSetti
     return len(placed)
 
 
+def workload_ref_of(pod_set: Mapping[str, Any]) -> dict[str, str]:
+    """The pod template's ``spec.workloadRef`` (its string fields), {} when it has none."""
+    spec = (pod_set.get("template") or {}).get("spec") or {}
+    ref = spec.get("workloadRef") if isinstance(spec, Mapping) else None
+    if not isinstance(ref, Mapping) or not ref.get("name"):
+        return {}
+    return {key: str(ref[key]) for key in ("name", "podGroup", "podGroupReplicaKey")
+            if ref.get(key)}
+
+
 def _template_of(pod: Pod) -> Mapping[str, Any]:
     wl = pod.workload
     for ps in (wl.pod_sets if wl is not None else ()) or ():
@@ -478,6 +513,9 @@ def _schedule(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
                if not pod.gated]
     if not waiting:
         return
+    waiting = _through_workloads(cluster, waiting, now=now, events=events, outcome=outcome)
+    if not waiting:
+        return
     nodes = _node_infos(cluster)
     free = placement.free_resources(nodes, _used(cluster))
     groups: dict[int, list[Pod]] = defaultdict(list)
@@ -490,12 +528,17 @@ def _schedule(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
     for pods in groups.values():
         group = pods[0].group
         assert group is not None
+        # A job's own gang binds the pods it has (its pods may be fewer than its minCount
+        # after a scale-down); a Workload's gang needs minCount of them, however many exist.
+        needed = group.min_count if group.gang_id is not None else min(group.min_count,
+                                                                       len(pods))
         result = placement.place_group(nodes, [_pod_info(p) for p in pods],
-                                       min_count=min(group.min_count, len(pods)), free=free)
+                                       min_count=needed, free=free)
         if result.bound:
             outcome.bound += _bind(pods, result.bindings, sim, now=now, free=free)
             PodGroup.objects.filter(pk=group.pk).update(bound_at=now, waiting_since=None,
                                                         message="")
+            outcome.gang_successes += 1
             continue
         message = (f"pod group {group.pod_set}: {result.fitted} of {group.min_count} pods fit "
                    f"at once (minCount {group.min_count}); {result.message(len(nodes))}")
@@ -504,10 +547,16 @@ def _schedule(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
         changes: dict[str, Any] = {"message": message, "waiting_since": since}
         if now - since >= timeout:
             changes.update(waiting_since=now, timeouts=group.timeouts + 1)
-            events.append(lifecycle.workload_event(
-                group.workload, "FailedScheduling",
-                f"Gang scheduling timed out after {int(timeout.total_seconds())}s: {message}; "
-                "the pods go back to the scheduling queue", now=now, type_=EventType.WARNING))
+            text = (f"Gang scheduling timed out after {int(timeout.total_seconds())}s: "
+                    f"{message}; the pods go back to the scheduling queue")
+            # Every workload whose pods are in the gang hears of it (a Workload's gang
+            # gathers the pods of several jobs).
+            members = {p.workload_id: p.workload for p in pods if p.workload is not None}
+            events.extend(lifecycle.workload_event(wl, "FailedScheduling", text, now=now,
+                                                   type_=EventType.WARNING)
+                          for wl in members.values() or [group.workload])
+            outcome.gang_timeouts += 1
+            outcome.gang_attempts += 1  # the retry
             since = now
         PodGroup.objects.filter(pk=group.pk).update(**changes)
         outcome.due(since + timeout)
@@ -515,6 +564,94 @@ def _schedule(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
         result = placement.place_group(nodes, [_pod_info(pod)], min_count=1, free=free)
         if result.bound:
             outcome.bound += _bind([pod], result.bindings, sim, now=now, free=free)
+
+
+# Why a pod naming a Workload waits before kube-scheduler even tries it (PreEnqueue).
+WAITING_FOR_WORKLOAD = "WaitingForWorkload"
+
+
+def _through_workloads(cluster: Cluster, waiting: list[Pod], *, now: datetime,
+                       events: list[Event], outcome: SyncOutcome) -> list[Pod]:
+    """The waiting pods the scheduler tries now. A pod naming a Workload (``workloadRef``)
+    and not yet in one of its gangs joins the gang of its pod group and replica key once
+    the Workload and the group exist, and that gang is formed once ``minCount`` of its pods
+    exist (an attempt begins); a ``basic`` group's pod is tried on its own. The others wait:
+    their message says why, and a missing Workload or pod group is also an event."""
+    referring = [p for p in waiting if p.workload_ref and p.group is None]
+    if not referring:
+        return waiting
+    # A Workload's gang that lost its pods before it bound (their jobs stopped) is gone:
+    # pods naming it later form a new one, with an attempt of their own.
+    PodGroup.objects.filter(cluster=cluster, gang__isnull=False, bound_at__isnull=True).exclude(
+        pods__phase__in=_ACTIVE_PHASES).delete()
+    names = {(p.namespace, str(p.workload_ref.get("name"))) for p in referring}
+    gangs = {(g.namespace, g.name): g for g in GangWorkload.objects.filter(
+        cluster=cluster, namespace__in={ns for ns, _ in names},
+        name__in={name for _, name in names})}
+    tried: list[Pod] = [p for p in waiting if not (p.workload_ref and p.group is None)]
+    joining: dict[tuple[int, str, str], list[Pod]] = defaultdict(list)
+    held: list[tuple[Pod, str, bool]] = []  # (pod, why, worth an event)
+    for pod in referring:
+        ref = pod.workload_ref
+        gang = gangs.get((pod.namespace, str(ref.get("name"))))
+        group_name = str(ref.get("podGroup") or "")
+        if gang is None:
+            held.append((pod, f'its Workload "{ref.get("name")}" (spec.workloadRef.name) does '
+                              f"not exist in namespace {pod.namespace}", True))
+            continue
+        definition = gang.pod_group(group_name)
+        if definition is None:
+            held.append((pod, f'Workload "{gang.name}" has no pod group "{group_name}" '
+                              "(spec.workloadRef.podGroup)", True))
+            continue
+        if "gang" not in (definition.get("policy") or {}):
+            tried.append(pod)  # basic: scheduled on its own
+            continue
+        joining[(gang.pk, group_name, str(ref.get("podGroupReplicaKey") or ""))].append(pod)
+    by_id = {g.pk: g for g in gangs.values()}
+    existing = {(g.gang_id, g.pod_set, g.replica_key): g for g in PodGroup.objects.filter(
+        gang_id__in={key[0] for key in joining})}
+    for key, pods in joining.items():
+        gang = by_id[key[0]]
+        group = existing.get(key)
+        if group is None:
+            definition = gang.pod_group(key[1]) or {}
+            min_count = int(((definition.get("policy") or {}).get("gang") or {})
+                            .get("minCount") or 1)
+            if len(pods) < min_count:
+                where = f' (replica key "{key[2]}")' if key[2] else ""
+                held.extend((pod, f'{len(pods)} of {min_count} pods of pod group "{key[1]}"'
+                                  f'{where} of Workload "{gang.name}" exist (minCount '
+                                  f"{min_count})", False) for pod in pods)
+                continue
+            anchor = pods[0].workload
+            if anchor is None:
+                continue  # its Kueue Workload is gone: the pod goes with its job
+            group = PodGroup.objects.create(
+                cluster=cluster, workload=anchor, gang=gang, pod_set=key[1],
+                replica_key=key[2], min_count=min_count, created_at=now, waiting_since=now)
+            outcome.gang_attempts += 1
+        for pod in pods:
+            pod.group = group
+            pod.reason, pod.message = "", ""
+        Pod.objects.bulk_update(pods, ["group", "reason", "message"])
+        # Into the gang's attempt; once the gang is bound, a later pod is placed on its own.
+        tried.extend(pods)
+    changed = []
+    for pod, why, notable in held:
+        message = f"Waiting for the gang: {why}"
+        if pod.message == message:
+            continue
+        pod.message = message
+        changed.append(pod)
+        if notable and pod.workload is not None:
+            event = lifecycle.workload_event(
+                pod.workload, WAITING_FOR_WORKLOAD, f"Pod {pod.name} waits: {why}", now=now,
+                type_=EventType.WARNING, kind="Pod")
+            event.object_name = pod.name
+            events.append(event)
+    Pod.objects.bulk_update(changed, ["message"])
+    return sorted(tried, key=lambda p: (p.created_at, p.pk))
 
 
 # =========================================================================================

@@ -16,7 +16,7 @@ from rest_framework import serializers
 from scheduling import jobframework
 from scheduling.api.base import object_metadata
 from scheduling.choices import WorkloadPhase
-from scheduling.models import Job, Workload
+from scheduling.models import Event, Job, Workload
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
 
@@ -282,3 +282,29 @@ class WorkloadStatusPatchSerializer(serializers.Serializer[Any]):
     ``admissionChecks``; every other status field is refused, naming it."""
 
     status = WorkloadStatusFieldsPatchSerializer()
+
+
+class InvolvedObjectSerializer(serializers.Serializer[Any]):
+    kind = serializers.CharField()
+    namespace = serializers.CharField(required=False)
+    name = serializers.CharField()
+
+
+class EventSerializer(serializers.Serializer[Event]):
+    """A workload's event as core/v1 prints one: kueueweb's own (about the workload or its
+    job) and those observed on a Kubernetes cluster about its pods (``count`` > 1 when the
+    cluster saw it again)."""
+
+    involvedObject = serializers.SerializerMethodField()
+    type = serializers.CharField()
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    count = serializers.IntegerField()
+    lastTimestamp = serializers.DateTimeField(source="created_at")
+
+    def get_involvedObject(self, obj: Event) -> dict[str, str]:  # noqa: N802
+        involved = {"kind": obj.object_kind, "name": obj.object_name}
+        if obj.object_namespace:
+            involved["namespace"] = obj.object_namespace
+        return involved
+

@@ -29,6 +29,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
              "workload-list"),
     *_routes("namespaces/<str:namespace>/workloads/<str:name>", WorkloadViewSet, _WORKLOAD,
              "workload-detail"),
+    *_routes("namespaces/<str:namespace>/workloads/<str:name>/events", WorkloadViewSet,
+             {"get": "events"}, "workload-events"),
     *_routes("namespaces/<str:namespace>/workloads/<str:name>/status", WorkloadStatusViewSet,
              {"get": "retrieve", "patch": "status_update"}, "workload-status"),
     *_routes("jobs", JobViewSet, {"get": "list"}, "job-list-all"),

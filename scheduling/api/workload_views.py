@@ -40,6 +40,7 @@ from multicluster.models import Cluster
 from scheduling import deployments, jobframework, leaderworkersets, services, statefulsets
 from scheduling.api.workload_filters import JobFilter, WorkloadFilter
 from scheduling.api.workload_serializers import (
+    EventSerializer,
     JobPatchSerializer,
     JobScaleSerializer,
     JobSerializer,
@@ -50,7 +51,7 @@ from scheduling.api.workload_serializers import (
 from scheduling.core.patch import merge_patch
 from scheduling.jobframework import registry
 from scheduling.manifests import yamlio
-from scheduling.models import Job, Workload
+from scheduling.models import Event, Job, Workload
 from scheduling.validation import FieldError, errors_to_dict
 from scheduling.workload import slices
 
@@ -221,6 +222,10 @@ GRANT_RULES = (
 )
 
 
+# How many events ``WorkloadViewSet.events`` returns.
+EVENTS_LIMIT = 200
+
+
 def _body(data: Any) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise ValidationError({"body": ["must be an object"]})
@@ -308,6 +313,21 @@ class WorkloadViewSet(_DomainViewSet):
     def destroy(self, request: Request, namespace: str, name: str) -> Response:
         services.delete_workload(self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="A workload's events",
+        description="Newest first (at most 200): kueueweb's events about the workload and "
+        "its job, and the Warning events a Kubernetes cluster recorded about its pods "
+        "(`FailedScheduling`, `FailedMount`, image pull back-off, ...: why they are pending), "
+        "with how often the cluster saw each (`count`).",
+        parameters=[NAMESPACE_PARAMETER, NAME_PARAMETER, CLUSTER_PARAMETER],
+        responses={200: EventSerializer(many=True), 404: NOT_FOUND},
+    )
+    def events(self, request: Request, namespace: str, name: str) -> Response:
+        workload = self.get_object()
+        rows = Event.objects.filter(workload=workload).order_by("-created_at", "-id")
+        return Response({"apiVersion": "v1", "kind": "EventList",
+                         "items": [EventSerializer(row).data for row in rows[:EVENTS_LIMIT]]})
 
 
 def _workload_metadata(

@@ -24,7 +24,13 @@ from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from multicluster.choices import ClusterRole
-from multicluster.manifests import ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, NODE
+from multicluster.manifests import (
+    ADMISSION_CHECK,
+    GANG_WORKLOAD,
+    MULTIKUEUE_CLUSTER,
+    MULTIKUEUE_CONFIG,
+    NODE,
+)
 from multicluster.models import Cluster, MultiKueueConfig
 from scheduling.manifests.codec import (
     API_GROUP,
@@ -49,16 +55,19 @@ from scheduling.validation import FieldError
 
 # Every kind apply accepts, in the order it writes them: what is referenced comes first.
 # Node (core/v1, simulated clusters only) refers to nothing and nothing refers to it, so it
-# goes last: an export lists a domain's Kueue objects first, in the order they always had.
+# goes last: an export lists a domain's Kueue objects first, in the order they always had;
+# so does Kubernetes' scheduling.k8s.io Workload of a simulated cluster, keyed by its group
+# since Kueue has a Workload too.
 KINDS: dict[str, Kind[Any]] = {
     kind.kind: kind
     for kind in (
         RESOURCE_FLAVOR, COHORT, CLUSTER_QUEUE, LOCAL_QUEUE, WORKLOAD_PRIORITY_CLASS,
-        ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, NODE,
+        ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, NODE, GANG_WORKLOAD,
     )
 }
-# Kinds of Kubernetes' core group: printed "node/n1", not "node.kueue.x-k8s.io/n1".
-CORE_KINDS = frozenset({NODE.kind})
+# Kinds that are not Kueue's: printed "node/n1" and "workload.scheduling.k8s.io/w", not
+# "node.kueue.x-k8s.io/n1"; they hold no quota.
+CORE_KINDS = frozenset({NODE.kind, GANG_WORKLOAD.kind})
 
 Action = Literal["created", "updated", "unchanged"]
 
@@ -222,6 +231,11 @@ def read_document(
     named = document.get("kind") if isinstance(document, Mapping) else None
     if (default_kind or named) == NODE.kind:
         return NODE.read_document(document, index=index, default_kind=default_kind)
+    api_version = document.get("apiVersion") if isinstance(document, Mapping) else None
+    if default_kind == GANG_WORKLOAD.kind or (named == "Workload" and isinstance(
+            api_version, str) and api_version.startswith("scheduling.k8s.io/")):
+        return GANG_WORKLOAD.read_document(document, index=index,
+                                           default_namespace=default_namespace)
     return read_manifest(document, KINDS, index=index, default_kind=default_kind,
                          default_namespace=default_namespace)
 

@@ -92,6 +92,7 @@ __all__ = [
     "event_store",
     "evicted",
     "finished",
+    "gang_scheduling",
     "pods_ready",
     "preempted",
     "quota_reserved",
@@ -305,6 +306,20 @@ EXECUTION_TIME = _family(
 REPLACED_SLICES = _family(
     "replaced_workload_slices_total",
     "Workload slices replaced by a new slice of the same elastic job.", CQ)
+# Gang scheduling (the Kubernetes v1.35 Workload API's gang policy) is kube-scheduler's, not
+# Kueue's: Kueue has no such metric, so these carry kueueweb's prefix.
+GANG = ("cluster",)
+GANG_ATTEMPTS = EventFamily(
+    "kueueweb_gang_scheduling_attempts_total",
+    "Gang scheduling attempts on the cluster: a gang's first attempt once its pods are there, "
+    "and each retry after a timeout.", GANG)
+GANG_SUCCESSES = EventFamily(
+    "kueueweb_gang_scheduling_successes_total",
+    "Gang scheduling attempts that bound the gang (at least minCount pods placed at once).",
+    GANG)
+GANG_TIMEOUTS = EventFamily(
+    "kueueweb_gang_scheduling_timeouts_total",
+    "Gang scheduling attempts rejected after the gang scheduling timeout (5 minutes).", GANG)
 LQ_QUOTA_RESERVED = _local(QUOTA_RESERVED)
 LQ_QUOTA_RESERVED_WAIT = _local(QUOTA_RESERVED_WAIT)
 LQ_ADMITTED = _local(ADMITTED)
@@ -321,7 +336,7 @@ EVENT_FAMILIES: tuple[EventFamily, ...] = (
     ADMISSION_ATTEMPTS, ADMISSION_ATTEMPT_DURATION,
     QUOTA_RESERVED, QUOTA_RESERVED_WAIT, ADMITTED, ADMISSION_WAIT, ADMISSION_CHECKS_WAIT,
     READY_WAIT, ADMITTED_UNTIL_READY_WAIT, EVICTED, EVICTED_ONCE, PREEMPTED,
-    FINISHED, EXECUTION_TIME, REPLACED_SLICES,
+    FINISHED, EXECUTION_TIME, REPLACED_SLICES, GANG_ATTEMPTS, GANG_SUCCESSES, GANG_TIMEOUTS,
     LQ_QUOTA_RESERVED, LQ_QUOTA_RESERVED_WAIT, LQ_ADMITTED, LQ_ADMISSION_WAIT,
     LQ_ADMISSION_CHECKS_WAIT, LQ_READY_WAIT, LQ_ADMITTED_UNTIL_READY_WAIT, LQ_EVICTED,
     LQ_FINISHED, LQ_EXECUTION_TIME,
@@ -667,6 +682,19 @@ def replaced_workload_slice(cluster_queue: str, *, cluster_id: int | None = None
     """An elastic job's workload slice was replaced by its successor (Kueue
     ``ReportReplacedWorkloadSlices``)."""
     _record([_Sample(REPLACED_SLICES, (cluster_queue,), 1)], cluster_id)
+
+
+def gang_scheduling(*, cluster_id: int, attempts: int = 0, successes: int = 0,
+                    timeouts: int = 0) -> None:
+    """Gang scheduling on cluster ``cluster_id``: ``attempts`` begun, ``successes`` (gangs
+    bound) and ``timeouts`` (attempts rejected after the gang scheduling timeout). The
+    simulated cluster counts what its own gang placement does; a Kubernetes cluster counts
+    what kueueweb observes of it (``multicluster.kube.gangs``)."""
+    samples = ([_Sample(GANG_ATTEMPTS, (), 1)] * attempts
+               + [_Sample(GANG_SUCCESSES, (), 1)] * successes
+               + [_Sample(GANG_TIMEOUTS, (), 1)] * timeouts)
+    if samples:
+        _record(samples, cluster_id)
 
 
 # --- State metrics (from the database at scrape time) --------------------------------------

@@ -27,6 +27,7 @@ from kueueweb.roles import can_operate_in
 from multicluster.choices import PodPhase
 from multicluster.models import Pod
 from scheduling import deployments, jobframework, leaderworkersets, services, statefulsets
+from scheduling.choices import EventType, WorkloadPhase
 from scheduling.jobframework import registry
 from scheduling.jobs import deployment as deployment_kind
 from scheduling.jobs import leaderworkerset as lws_kind
@@ -34,6 +35,7 @@ from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
 from scheduling.web.forms import field_errors
 from scheduling.web.workloads import reader_required
+from scheduling.workload import conditions as cond
 from scheduling.workload import slices as elastic
 
 JOB_REGIONS = ("summary", "controls", "pods", "slices", "events")
@@ -175,7 +177,28 @@ def _region_pods(job: Job, workloads: list[Workload]) -> dict[str, Any]:
             "requests": [f"{resource}: {value}" for resource, value in requests.items()],
             "pods": by_pod_set.get(name, _pod_counts()),
         })
-    return {"pods": pods, "pod_counts": counts, "pod_sets": pod_sets}
+    return {"pods": pods, "pod_counts": counts, "pod_sets": pod_sets,
+            "why_pending": why_pending(workloads)}
+
+
+# How many of the newest pod warnings "why pending" reads.
+WHY_PENDING_EVENTS = 50
+
+
+def why_pending(workloads: list[Workload]) -> list[Event]:
+    """Why the pods of an admitted job do not run yet: the newest Warning event about each
+    of its pods (a Kubernetes cluster's FailedScheduling, FailedMount, image pull back-off;
+    a simulated cluster's wait for a gang's Workload), until its pods are ready."""
+    current = elastic.current_slice(workloads)
+    if (current is None or current.phase != WorkloadPhase.ADMITTED
+            or cond.is_true(current.conditions, "PodsReady")):
+        return []
+    newest: dict[str, Event] = {}
+    for event in Event.objects.filter(workload=current, object_kind="Pod",
+                                      type=EventType.WARNING
+                                      ).order_by("-created_at", "-id")[:WHY_PENDING_EVENTS]:
+        newest.setdefault(event.object_name, event)
+    return [newest[name] for name in sorted(newest)]
 
 
 def _region_events(job: Job, request: HttpRequest) -> dict[str, Any]:

@@ -103,6 +103,15 @@ def _save(wl: Workload, **changes: Any) -> bool:
     return True
 
 
+def gang_scheduling(*, cluster_id: int, attempts: int = 0, successes: int = 0,
+                    timeouts: int = 0) -> None:
+    """What a cluster's scheduler did with the gangs of the workloads' pods: attempts
+    begun, gangs bound, attempts timed out (``prometheus.gang_scheduling``). The cluster
+    backends report here, beside the rest of what the workloads' pods do."""
+    prometheus.gang_scheduling(cluster_id=cluster_id, attempts=attempts, successes=successes,
+                               timeouts=timeouts)
+
+
 def workload_event(
     wl: Workload, reason: str, message: str, *, now: datetime, type_: str = EventType.NORMAL,
     kind: str = "Workload",

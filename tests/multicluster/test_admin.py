@@ -14,7 +14,15 @@ from django.test import Client
 from django.urls import reverse
 
 from multicluster.choices import PodPhase
-from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, Node, Pod, PodGroup
+from multicluster.models import (
+    AdmissionCheck,
+    Cluster,
+    GangWorkload,
+    MultiKueueConfig,
+    Node,
+    Pod,
+    PodGroup,
+)
 
 # A distinctive token stands in for the credentials a real kubeconfig holds.
 SECRET_TOKEN = "s3cr3t-token-that-must-never-be-shown"
@@ -300,6 +308,20 @@ def test_pods_and_pod_groups_are_read_only(admin_browser: Client, pods: dict[str
     page = admin_browser.get(reverse("admin:multicluster_pod_change", args=[pod.pk]))
     assert page.status_code == 200
     assert 'name="_save"' not in page.content.decode()
+
+
+def test_applied_gang_workloads_are_shown_and_deleted_never_edited(
+        admin_browser: Client, manager: Cluster) -> None:
+    gang = GangWorkload.objects.create(cluster=manager, namespace="ns", name="train",
+                                       pod_groups=[{"name": "w", "policy": {"basic": {}}}])
+    assert admin_browser.get(reverse("admin:multicluster_gangworkload_add")).status_code == 403
+    page = admin_browser.get(reverse("admin:multicluster_gangworkload_change", args=[gang.pk]))
+    assert page.status_code == 200
+    assert 'name="_save"' not in page.content.decode()
+
+    admin_browser.post(reverse("admin:multicluster_gangworkload_delete", args=[gang.pk]),
+                       {"post": "yes"})
+    assert not GangWorkload.objects.exists()
 
 
 def test_lose_node_marks_it_not_ready_and_fails_its_running_pods(
