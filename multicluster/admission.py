@@ -44,7 +44,7 @@ from scheduling.jobframework.constants import (
     DEFAULT_PRIORITY_CLASS_NAME,
 )
 from scheduling.jobframework.interface import JobKind
-from scheduling.jobframework.managed import ManagedJobs
+from scheduling.jobframework.managed import ManagedJobs, namespace_labels_of
 from scheduling.models import LocalQueue, WorkloadPriorityClass
 
 logger = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ def answer(cluster: Cluster, hook: hooks.Webhook, body: bytes) -> dict[str, Any]
     managed = ManagedJobs.from_settings(config)
     default_queue = LocalQueue.objects.filter(
         cluster=cluster, namespace=request.namespace, name=DEFAULT_LOCAL_QUEUE_NAME).exists()
-    ns_labels = {"kubernetes.io/metadata.name": request.namespace}
+    ns_labels = namespace_labels_of(request.namespace)
     if hooks.needs_namespace(hook.kind, request.obj, managed,
                              default_queue_exists=default_queue):
         try:

@@ -33,7 +33,7 @@ from scheduling.jobframework.constants import (
     QUEUE_NAME_LABEL,
 )
 from scheduling.jobframework.interface import GenericJob, JobKind
-from scheduling.jobframework.managed import ManagedJobs
+from scheduling.jobframework.managed import NAMESPACE_NAME_LABEL, ManagedJobs
 from scheduling.jobframework.validation import annotation_path, label_path, validate_kueue_labels
 
 CREATE = "CREATE"
@@ -147,7 +147,14 @@ def needs_namespace(kind: JobKind, obj: Mapping[str, Any], managed: ManagedJobs,
     """Whether deciding on ``obj`` needs its namespace's labels (a read of the cluster):
     only when a selector could change the answer, as Kueue reads the Namespace only for an
     object about to be defaulted."""
-    if managed.namespace_selector is None:
+    selector = managed.namespace_selector
+    if selector is None:
+        return False
+    keys = {key for key, _ in selector.match_labels} | {
+        req.key for req in selector.match_expressions}
+    if keys <= {NAMESPACE_NAME_LABEL}:
+        # The name label is the namespace's name, which the request carries (Kueue's
+        # default selector leaves out kube-system and kueue-system by it).
         return False
     labels = _labels(obj)
     if kind.framework_name in POD_BASED_FRAMEWORKS:
