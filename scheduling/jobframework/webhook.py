@@ -244,11 +244,11 @@ def validate_update(kind: JobKind, old: Mapping[str, Any], new: Mapping[str, Any
     (the queue name may not change while the job runs, nor be emptied where a default queue
     exists; the max-exec-time label is frozen unless the job stays suspended; a priority
     class cannot be added to a running job nor ever removed; the elastic-job annotation
-    never changes). A kind that keeps replicas (a Deployment) applies its own update rules,
-    with "running" meaning a ready replica."""
+    never changes). A managed object of a kind that keeps replicas (a Deployment) follows
+    its kind's own update rules, with "running" meaning a ready replica."""
     errors = validate_create(kind, new, namespace=namespace, managed=managed,
                              slices_enabled=slices_enabled)
-    if isinstance(kind, _UpdatedWithReplicas):
+    if managed and isinstance(kind, _UpdatedWithReplicas):
         status = old.get("status") if isinstance(old.get("status"), Mapping) else {}
         ready = status.get("readyReplicas") if isinstance(status, Mapping) else None
         ready_replicas = ready if isinstance(ready, int) and not isinstance(ready, bool) else 0

@@ -143,7 +143,48 @@ def test_an_unreachable_webhook_refuses_the_request_under_failure_policy_fail(
     assert refused.value.status == 500
     message = json.loads(refused.value.body)["message"]
     assert message.startswith('Internal error occurred: failed calling webhook "mjob.kb.io"')
+    assert "CERTIFICATE_VERIFY_FAILED" in message
     assert installed.get("jobs", installed.namespace, "train") is None
+
+    # With failurePolicy Ignore the request goes on without that webhook's answer.
+    for hook in config["webhooks"]:
+        hook["failurePolicy"] = "Ignore"
+    with installed._cond:
+        installed._store["mutatingwebhookconfigurations"][
+            ("", "kueueweb-mutating-webhook-configuration")] = config
+    job = k8s.BatchV1Api(client).create_namespaced_job(
+        installed.namespace, job_manifest("train", "default"))
+    assert job.spec.suspend is False
+    assert [call[2] for call in installed.admission_calls][-1] == "allowed"
+
+
+def test_only_objects_the_selectors_match_are_sent_to_the_webhooks(
+        installed: FakeKubeAPI, client: Any) -> None:
+    from kubernetes import client as k8s  # noqa: TID251 - the user's client
+
+    batch = k8s.BatchV1Api(client)
+    # Kueue's namespaceSelector leaves kube-system out.
+    system = batch.create_namespaced_job("kube-system", job_manifest("sys", "default"))
+    assert system.spec.suspend is False
+    assert installed.admission_calls == []
+    # An objectSelector: only objects labelled for it.
+    for plural, name in (("mutatingwebhookconfigurations",
+                          "kueueweb-mutating-webhook-configuration"),
+                         ("validatingwebhookconfigurations",
+                          "kueueweb-validating-webhook-configuration")):
+        config = installed.get(plural, "", name)
+        for hook in config["webhooks"]:
+            hook["objectSelector"] = {"matchExpressions": [
+                {"key": "team", "operator": "In", "values": ["ml"]}]}
+        with installed._cond:
+            installed._store[plural][("", name)] = config
+    skipped = batch.create_namespaced_job(installed.namespace, job_manifest("a", "default"))
+    assert skipped.spec.suspend is False
+    taken = batch.create_namespaced_job(installed.namespace,
+                                        job_manifest("b", "default", labels={"team": "ml"}))
+    assert taken.spec.suspend is True
+    assert installed.admission_calls == [("mjob.kb.io", "CREATE", "allowed"),
+                                         ("vjob.kb.io", "CREATE", "allowed")]
 
 
 def test_removed_webhooks_are_no_longer_called(installed: FakeKubeAPI, client: Any,
