@@ -18,10 +18,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.db.models import Count, IntegerField, Model, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
@@ -35,6 +37,7 @@ from kueueweb.admin import (
     TabularInline,
     is_kueueweb_admin,
 )
+from multicluster import admission
 from multicluster.choices import ClusterRole, ConnectionType, PodPhase
 from multicluster.kubeconfig import MAX_KUBECONFIG_BYTES, KubeconfigInvalid, read_kubeconfig
 from multicluster.models import (
@@ -153,6 +156,33 @@ class FaultInjectionMixin:
         return is_kueueweb_admin(request)
 
 
+class WebhooksForm(forms.Form):
+    """What ``manage.py webhooks`` asks: install (URL and CA bundle) or remove."""
+
+    operation = forms.ChoiceField(choices=[("install", "Install or update"),
+                                           ("remove", "Remove")], initial="install")
+    url = forms.CharField(required=False, help_text="Where the cluster's API server reaches "
+                          "kueueweb: https://HOST:PORT (served with TLS).")
+    ca_bundle = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6}),
+                                help_text="PEM of the CA that signed kueueweb's serving "
+                                          "certificate (or its base64).")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("operation") != "install":
+            return data
+        try:
+            data["url"] = admission.check_url(data.get("url") or "")
+        except admission.WebhookSetupError as exc:
+            self.add_error("url", str(exc).removeprefix("url: "))
+        try:
+            data["ca_bundle"] = admission.check_ca_bundle(
+                admission.decode_ca_bundle(data.get("ca_bundle") or ""))
+        except admission.WebhookSetupError as exc:
+            self.add_error("ca_bundle", str(exc).removeprefix("ca-bundle: "))
+        return data
+
+
 @admin.register(Cluster)
 class ClusterAdmin(FaultInjectionMixin, EventsFollowTheirObjectMixin, RoleAdminMixin, ModelAdmin):
     form = ClusterForm
@@ -161,7 +191,7 @@ class ClusterAdmin(FaultInjectionMixin, EventsFollowTheirObjectMixin, RoleAdminM
                     "kubeconfig_stored"]
     list_filter = ["role", "connection_type"]
     search_fields = ["name"]
-    actions = ["disconnect_clusters", "reconnect_clusters"]
+    actions = ["disconnect_clusters", "reconnect_clusters", "manage_webhooks"]
     fieldsets = [
         (None, {"fields": ["name", "role", "connection_type", "simulation",
                            "create_namespaces"]}),
@@ -253,6 +283,39 @@ class ClusterAdmin(FaultInjectionMixin, EventsFollowTheirObjectMixin, RoleAdminM
         if workers:
             self.message_user(request, f"{len(workers)} worker(s) reconnected (Active=True).",
                               messages.SUCCESS)
+
+    @admin.action(description="Install or remove Kueue's webhooks (Kubernetes)",
+                  permissions=["change"])
+    def manage_webhooks(self, request: HttpRequest,
+                        queryset: QuerySet[Any]) -> HttpResponse | None:
+        """Ask for the URL the cluster reaches kueueweb at and the CA bundle it trusts,
+        then install (or remove) the webhook configurations on each selected cluster, as
+        ``manage.py webhooks`` does."""
+        clusters = list(queryset.order_by("name"))
+        form = WebhooksForm(request.POST if "apply" in request.POST else None)
+        if "apply" in request.POST and form.is_valid():
+            remove = form.cleaned_data["operation"] == "remove"
+            for cluster in clusters:
+                try:
+                    if remove:
+                        done = admission.remove_webhooks(cluster)
+                    else:
+                        done = admission.install_webhooks(
+                            cluster, form.cleaned_data["url"], form.cleaned_data["ca_bundle"])
+                except admission.WebhookSetupError as exc:
+                    self.message_user(request, str(exc), messages.ERROR)
+                    continue
+                self.message_user(request, f"{cluster.name}: {'; '.join(done)}",
+                                  messages.SUCCESS)
+            return None
+        return TemplateResponse(request, "admin/multicluster/cluster/webhooks.html", {
+            **self.admin_site.each_context(request),
+            "title": "Kueue's admission webhooks",
+            "opts": self.model._meta,
+            "clusters": clusters,
+            "form": form,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        })
 
     def _simulated_workers(self, request: HttpRequest, queryset: QuerySet[Any]) -> list[Cluster]:
         """The selected simulated workers; the manager is never disconnected, and a real

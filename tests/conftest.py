@@ -28,4 +28,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 # The Kubernetes API test server for the cluster backend (multicluster/kube).
-pytest_plugins += ["tests.fixtures.kube_api"]
+pytest_plugins += ["tests.fixtures.kube_api", "tests.fixtures.tls"]

@@ -214,6 +214,54 @@ class KubeBackend:
             raise
         return True
 
+    def namespace_labels(self, name: str) -> dict[str, str]:
+        """The labels of namespace ``name`` (with the name label the API server sets);
+        raises KubeApiError (``not_found``) when there is none."""
+        namespace = self.kube.call(self.kube.core.read_namespace, name)
+        labels = (namespace.get("metadata") or {}).get("labels") or {}
+        return {**{str(k): str(v) for k, v in labels.items()},
+                "kubernetes.io/metadata.name": name}
+
+    # --- cluster-scoped objects (admission webhook configurations) -----------------------
+
+    def get_cluster_object(self, resource: tuple[str, str, str],
+                           name: str) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = self.kube.call(
+                self.kube.custom.get_cluster_custom_object, *resource, name)
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        return found
+
+    def apply_cluster_object(self, resource: tuple[str, str, str],
+                             body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create the object, or replace the one of its name (at its resource version, so
+        a concurrent change is a conflict rather than lost); True when it was created."""
+        name = str((body.get("metadata") or {}).get("name", ""))
+        current = self.get_cluster_object(resource, name)
+        if current is None:
+            created: dict[str, Any] = self.kube.call(
+                self.kube.custom.create_cluster_custom_object, *resource, dict(body))
+            return created, True
+        metadata = {**(body.get("metadata") or {}),
+                    "resourceVersion": (current.get("metadata") or {}).get("resourceVersion")}
+        replaced: dict[str, Any] = self.kube.call(
+            self.kube.custom.replace_cluster_custom_object, *resource, name,
+            {**body, "metadata": metadata})
+        return replaced, False
+
+    def delete_cluster_object(self, resource: tuple[str, str, str], name: str) -> bool:
+        """Delete the object; False when there was none."""
+        try:
+            self.kube.call(self.kube.custom.delete_cluster_custom_object, *resource, name)
+        except KubeApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return True
+
     # --- jobs ---------------------------------------------------------------------------
 
     def _jobs(self, method: str, resource: tuple[str, str, str],

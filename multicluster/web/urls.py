@@ -3,7 +3,7 @@ and one cluster's nodes, pods, waiting pod groups and dispatched workloads."""
 
 from django.urls import path
 
-from multicluster.web import views
+from multicluster.web import views, webhooks
 
 C = "clusters/<str:name>/"
 
@@ -17,4 +17,7 @@ urlpatterns = [
     path(C + "pods/", views.cluster_pods_partial, name="ui-cluster-pods"),
     path(C + "podgroups/", views.cluster_podgroups_partial, name="ui-cluster-podgroups"),
     path(C + "dispatches/", views.cluster_dispatches_partial, name="ui-cluster-dispatches"),
+    # Kueue's admission webhooks, called by the cluster's API server (multicluster.admission).
+    path("webhooks/<str:cluster>/<str:path>", webhooks.admission_review,
+         name="admission-webhook"),
 ]

@@ -5,6 +5,8 @@
 * ``registry``: the registered kinds and the enabled ones;
 * ``workload``: the Workload built for a job of any kind, and the Workload spec rules;
 * ``validation``: the common webhook rules; ``podsets``: pod requests and PodSetInfo;
+* ``webhook``: Kueue's mutating and validating webhooks of the kinds (names, paths, the
+  defaulting and the update rules), which ``multicluster.admission`` serves;
 
 The package is pure (no Django, no database), as are the kinds in ``scheduling.jobs``: the one
 job reconciler that starts, scales, reports, stops and finishes any registered kind on either

@@ -162,6 +162,13 @@ class JobKind(ABC):
     ``ImplicitlyEnabledFrameworkNames``: a Deployment's Pods), which take only such objects
     unless they are enabled themselves (``accepts_implicitly``)."""
 
+    has_webhook: bool = True
+    """Kueue serves a mutating and a validating admission webhook for the kind
+    (``scheduling.jobframework.webhook``); not for a kind Kueue does not integrate."""
+    webhook_defaults_on_update: bool = False
+    """The mutating webhook is called on UPDATE too, not only on CREATE (a Deployment's
+    template follows its queue label)."""
+
     keeps_replicas: bool = False
     """Its objects keep a number of Pods, each queued on its own (a Deployment): kueueweb
     plays their ReplicaSet controller (``scheduling.deployments``), asked for at once when

@@ -93,6 +93,8 @@ class CronJob(JobKind):
     api_version = "batch/v1"
     kind = "CronJob"
     plural = "cronjobs"
+    # Kueue has no webhook for a CronJob: its Jobs go through the Job's.
+    has_webhook = False
 
     @property
     def enabled_with(self) -> str:

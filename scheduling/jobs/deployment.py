@@ -231,6 +231,7 @@ class Deployment(JobKind):
     plural = "deployments"
     implicitly_enables = (_POD.framework_name,)
     keeps_replicas = True
+    webhook_defaults_on_update = True
 
     # --- admission webhook ---------------------------------------------------------------
 

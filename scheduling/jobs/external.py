@@ -167,6 +167,8 @@ class ExternalFramework(GenericJob):
     kind."""
 
     constructs_workload = False
+    # Kueue serves no webhook for a kind it does not integrate.
+    has_webhook = False
     simulated = ExternalController()
 
     def __init__(self, gvk: GroupVersionKind) -> None:

@@ -288,6 +288,7 @@ class LeaderWorkerSet(JobKind):
     plural = "leaderworkersets"
     implicitly_enables = (_POD.framework_name,)
     keeps_replicas = True
+    webhook_defaults_on_update = True
     prebuilds_group_workloads = True
 
     # --- admission webhook ---------------------------------------------------------------

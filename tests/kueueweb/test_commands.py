@@ -387,3 +387,68 @@ def test_make_run_serves_with_debug_off_on_the_installation_s_keys(tmp_path: Pat
     assert debug == "False"
     assert secret_key == (var / "secret_key").read_text().strip()
     assert encryption_key == (var / "encryption_key").read_text().strip()
+
+
+# --- serve over HTTPS ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_serve_answers_over_https_with_the_certificate_it_is_given(tmp_path: Path) -> None:
+    """KUEUEWEB_TLS_CERT_FILE and KUEUEWEB_TLS_KEY_FILE add daphne's ssl endpoint on
+    ``--tls-port``, beside plain HTTP: a client trusting the CA gets its answer there."""
+    import ssl
+    import urllib.request
+
+    from tests.fixtures.tls import make_serving_certificate
+
+    certificate = make_serving_certificate(tmp_path / "tls")
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+               DJANGO_SETTINGS_MODULE="kueueweb.settings_testing",
+               KUEUEWEB_TEST_RECONCILER_MODE="celery", PYTHONUNBUFFERED="1",
+               KUEUEWEB_TLS_CERT_FILE=str(certificate.cert_file),
+               KUEUEWEB_TLS_KEY_FILE=str(certificate.key_file))
+    port, tls_port = free_port(), free_port()
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(port), "--tls-port",
+             str(tls_port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    try:
+        wait_port(tls_port, server, timeout=30, what="serve (https)", log=log)
+        context = ssl.create_default_context(cafile=str(certificate.ca_file))
+        with urllib.request.urlopen(f"https://127.0.0.1:{tls_port}/healthz",
+                                    context=context, timeout=10) as answer:
+            assert json.loads(answer.read()) == {"status": "ok"}
+        # A client that does not trust the CA is refused by its own TLS check.
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            urllib.request.urlopen(f"https://127.0.0.1:{tls_port}/healthz", timeout=10,
+                                   context=ssl.create_default_context())
+        assert f"Serving on https://127.0.0.1:{tls_port}/" in log.read_text()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_serve_refuses_half_a_tls_configuration_or_an_unreadable_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUEUEWEB_TLS_CERT_FILE", str(tmp_path / "tls.crt"))
+    monkeypatch.delenv("KUEUEWEB_TLS_KEY_FILE", raising=False)
+    with pytest.raises(CommandError, match="^set both KUEUEWEB_TLS_CERT_FILE and "
+                                           "KUEUEWEB_TLS_KEY_FILE to serve HTTPS$"):
+        call_command("serve")
+    monkeypatch.setenv("KUEUEWEB_TLS_KEY_FILE", str(tmp_path / "tls.key"))
+    with pytest.raises(CommandError, match="^KUEUEWEB_TLS_CERT_FILE: cannot read "):
+        call_command("serve")
+    (tmp_path / "tls.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    (tmp_path / "tls.key").write_text("not pem")
+    with pytest.raises(CommandError, match="^KUEUEWEB_TLS_KEY_FILE: .* is not a PEM file$"):
+        call_command("serve")
+
+
+def test_the_tls_endpoint_escapes_what_twisted_would_read_as_separators() -> None:
+    from kueueweb.management.commands.serve import _escape
+
+    assert _escape(r"C:\certs\a=b") == r"C\:\\certs\\a\=b"

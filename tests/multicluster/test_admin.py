@@ -459,3 +459,46 @@ def test_creating_namespaces_is_off_until_an_admin_allows_it(
     assert response.status_code == 302
     worker.refresh_from_db()
     assert worker.create_namespaces is True
+
+
+# --- Kueue's webhooks: install and remove from the cluster list ----------------------------
+
+
+def test_the_webhooks_action_asks_for_url_and_ca_then_installs_and_removes(
+        admin_browser: Client, kube_api: Any, kube_cluster: Cluster, tmp_path: Any) -> None:
+    from tests.fixtures.tls import make_serving_certificate
+
+    kube_api.require_fake()
+    url = reverse("admin:multicluster_cluster_changelist")
+    chosen = {"action": "manage_webhooks", "_selected_action": [kube_cluster.pk], "index": 0}
+    form_page = admin_browser.post(url, chosen)
+    assert form_page.status_code == 200
+    assert b'name="ca_bundle"' in form_page.content
+
+    refused = admin_browser.post(url, {**chosen, "apply": "Apply", "operation": "install",
+                                       "url": "http://kueueweb.example", "ca_bundle": "x"})
+    assert refused.status_code == 200
+    assert refused.context["form"].errors == {
+        "url": ["must start with https:// (the API server calls webhooks over HTTPS only), "
+                "not 'http://kueueweb.example'"],
+        "ca_bundle": ["is neither PEM nor base64 of PEM"]}
+    assert kube_api.objects("mutatingwebhookconfigurations") == []
+
+    ca = make_serving_certificate(tmp_path, "kueueweb.example").ca_pem.decode()
+    done = admin_browser.post(url, {**chosen, "apply": "Apply", "operation": "install",
+                                    "url": "https://kueueweb.example:8443",
+                                    "ca_bundle": ca}, follow=True)
+    assert [str(m) for m in done.context["messages"]] == [
+        "kube-worker: MutatingWebhookConfiguration kueueweb-mutating-webhook-configuration "
+        "created (mjob.kb.io, mjobset.kb.io, mmpijob.kb.io, mraycluster.kb.io, "
+        "mrayjob.kb.io, mrayservice.kb.io, mtrainjob.kb.io); ValidatingWebhookConfiguration "
+        "kueueweb-validating-webhook-configuration created (vjob.kb.io, vjobset.kb.io, "
+        "vmpijob.kb.io, vraycluster.kb.io, vrayjob.kb.io, vrayservice.kb.io, "
+        "vtrainjob.kb.io)"]
+    [config] = kube_api.objects("validatingwebhookconfigurations")
+    assert config["webhooks"][0]["clientConfig"]["url"] == (
+        "https://kueueweb.example:8443/webhooks/kube-worker/validate-batch-v1-job")
+
+    admin_browser.post(url, {**chosen, "apply": "Apply", "operation": "remove"}, follow=True)
+    assert kube_api.objects("validatingwebhookconfigurations") == []
+    assert kube_api.objects("mutatingwebhookconfigurations") == []
