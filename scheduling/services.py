@@ -139,6 +139,13 @@ def job_priority(kind: jobframework.JobKind, manifest: Mapping[str, Any], *,
     return "", "", 0
 
 
+def requeue_for_cluster_objects(cluster_id: int, namespaces: Iterable[str] | None) -> None:
+    """A LimitRange (of ``namespaces``) or a RuntimeClass (None: any namespace) of the
+    cluster changed: its pending workloads may ask for other amounts now, so the parked
+    ones go back to their queues and a cycle looks at them again."""
+    admission.requeue_pending_of(cluster_id, namespaces, now=timezone.now())
+
+
 def local_queue_for(cluster: Cluster, namespace: str, queue_name: str) -> LocalQueue | None:
     if not queue_name:
         return None
