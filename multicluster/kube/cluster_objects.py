@@ -11,6 +11,7 @@ or RuntimeClass requeues the pending workloads it may concern.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,9 +19,12 @@ from typing import Any
 from django.db import models, transaction
 
 from multicluster.kube.backend import WatchKind, WatchState
+from multicluster.kube.errors import KubeApiError
 from multicluster.models import Cluster
 from scheduling import services
 from scheduling.models import LimitRange, PriorityClass, RuntimeClass
+
+logger = logging.getLogger(__name__)
 
 
 def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -120,7 +124,16 @@ def sync_cluster_objects(cluster: Cluster, *, serves: Callable[[tuple[str, str, 
         assert kind.watch.resource is not None
         if not serves(kind.watch.resource):
             continue
-        changed = mirror(cluster, kind, refresh(kind.watch))
+        try:
+            state = refresh(kind.watch)
+        except KubeApiError as exc:
+            if not exc.forbidden:
+                raise
+            # The pass still runs the jobs; the domain keeps what it last saw of the kind.
+            logger.warning("cluster %s: may not list and watch %s (%s); grant it to let "
+                           "admission see them", cluster.name, kind.watch.name, exc.message)
+            continue
+        changed = mirror(cluster, kind, state)
         if changed:
             changes[kind.watch.name] = changed
     return changes

@@ -160,3 +160,22 @@ def test_a_mirrored_limit_range_and_runtime_class_change_what_is_admitted(
     assert reserved is not None
     assert reserved["reason"] != "Misconfigured"
     assert "insufficient unused quota for cpu" in reserved["message"]
+
+
+def test_a_service_account_that_may_not_read_them_still_runs_jobs(
+    kube_api: Any, domain: Cluster, t0: datetime,
+) -> None:
+    """An RBAC refusal (403) to list PriorityClasses leaves them out of the domain; the
+    pass goes on with the others and with the jobs."""
+    kube_api.forbidden = {"priorityclasses"}
+    kube_api.put_cluster_object(PRIORITY_CLASSES, priority_class("high", 1000))
+    kube_api.put_cluster_object(RUNTIME_CLASSES, {"metadata": {"name": "kata"},
+                                                  "handler": "kata"})
+    job = submit(kube_api, domain, "train")
+    admission.run_admission_cycle(domain.pk, now=t0)
+    outcome = sync_kube_cluster(domain.pk, now=t0)
+
+    assert outcome.started == [f"{kube_api.namespace}/train"]
+    assert workload(job).phase == WorkloadPhase.ADMITTED
+    assert not PriorityClass.objects.filter(cluster=domain).exists()
+    assert RuntimeClass.objects.filter(cluster=domain, name="kata").exists()
