@@ -217,10 +217,11 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime,
     started = time.perf_counter()
     best_effort = {cq.name for cq in specs.cluster_queues
                    if cq.queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO}
+    objects = snapshots.load_cluster_objects(cluster_id)
     rounds = run_cycles(snapshot, head_rows, per_queue=per_queue, now=now, first_cycle=cycle,
-                        bulk_park=best_effort, cluster_id=cluster_id, policy=policy,
-                        max_cycles=max_cycles,
-                        objects=snapshots.load_cluster_objects(cluster_id))
+                        bulk_park=best_effort - _limit_range_queues(cluster_id, objects),
+                        cluster_id=cluster_id, policy=policy, max_cycles=max_cycles,
+                        objects=objects)
     cycle = rounds.last_cycle
     outcome = CycleOutcome(ran=True, cycle=cycle, heads=rounds.heads, released=released,
                            settled=rounds.settled)
@@ -291,6 +292,17 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime,
         if outcome.admitted:
             request_dispatch()
     return outcome
+
+
+def _limit_range_queues(cluster_id: int, objects: snapshots.ClusterObjects) -> set[str]:
+    """The cluster queues serving a namespace with LimitRanges. Equal stored pod sets ask
+    for other amounts there than in another namespace, so a head that does not fit parks
+    only itself in them, not every workload of its stored pod sets."""
+    if not objects.summaries:
+        return set()
+    return set(LocalQueue.objects.filter(cluster_id=cluster_id,
+                                         namespace__in=list(objects.summaries))
+               .values_list("cluster_queue__name", flat=True))
 
 
 # How many engine cycles one call may run, and for how long, before it writes what it

@@ -14,7 +14,7 @@ from multicluster.models import Cluster
 from scheduling import services
 from scheduling.choices import QueueState, WorkloadPhase
 from scheduling.manifests.apply import apply_manifests, delete_object
-from scheduling.models import ClusterQueue, LimitRange, ParkedShape, Workload
+from scheduling.models import ClusterQueue, LimitRange, LocalQueue, ParkedShape, Workload
 from scheduling.scheduler import admission
 from scheduling.workload import conditions as cond
 from tests.fixtures.scheduling import Reconcilers, job_manifest
@@ -157,6 +157,26 @@ def test_a_limit_range_default_request_makes_a_job_not_fit(
     admitted = workload_of("defaulted")
     assert admitted.phase == WorkloadPhase.ADMITTED
     assert admitted.admission["podSetAssignments"][0]["resourceUsage"] == {"memory": "100Mi"}
+
+
+def test_a_head_adjusted_by_a_limit_range_does_not_park_its_shape_elsewhere(
+    make_queue: Callable[..., ClusterQueue], manager: Cluster, t0: datetime,
+) -> None:
+    """Kueue hashes the adjusted requests for its scheduling-equivalence parking: the same
+    stored pod sets in a namespace without the LimitRange are another shape and fit."""
+    cq = make_queue("cq", {"cpu": "1", "memory": "1Gi"})
+    LocalQueue.objects.create(cluster=manager, namespace="other", name="lq-cq", cluster_queue=cq)
+    apply_manifests([limit_range("ns", defaultRequest={"cpu": "2"})])
+    same = job("same", resources={"requests": {"memory": "100Mi"}})
+    services.submit_job(same, namespace="ns")
+    services.submit_job(same, namespace="other")
+    first, second = Workload.objects.order_by("created_at", "id")
+    assert first.pod_sets_hash == second.pod_sets_hash
+
+    admission.run_admission_cycle(manager.pk, now=t0)
+    assert Workload.objects.get(namespace="ns").phase == WorkloadPhase.PENDING
+    assert Workload.objects.get(namespace="other").phase == WorkloadPhase.ADMITTED
+    assert not ParkedShape.objects.exists()
 
 
 def test_a_limit_range_default_limit_stands_in_for_the_request(
