@@ -59,11 +59,6 @@ class ClusterObjectKind(Kind[C]):
     def api_group(self) -> str:
         return self.api_version.rpartition("/")[0]
 
-    @property
-    def resource(self) -> str:
-        """``priorityclasses.scheduling.k8s.io``; ``limitranges`` for the core group."""
-        return f"{self.plural}.{self.api_group}" if self.api_group else self.plural
-
     # -- read
     def read_document(self, document: Any, *, index: int | None = None,
                       default_kind: str | None = None,
