@@ -36,8 +36,11 @@ from scheduling.models import (
     Event,
     FlavorQuota,
     Job,
+    LimitRange,
     LocalQueue,
+    PriorityClass,
     ResourceFlavor,
+    RuntimeClass,
     Workload,
     WorkloadPriorityClass,
 )
@@ -614,6 +617,59 @@ class WorkloadPriorityClassAdmin(DomainObjectAdmin):
     list_select_related = ["cluster"]
     fields = ["cluster", "name", "value", "description",
               "uid", "resource_version", "created_at", "updated_at"]
+
+
+# --- The cluster's own objects: applied (simulated) or mirrored (Kubernetes) --------------
+
+
+class ClusterObjectAdmin(ReadOnlyAdminMixin, DomainObjectAdmin):
+    """Read-only: a simulated cluster's are written with ``apply``, and a Kubernetes
+    cluster's are mirrored from its API server, so neither is edited here."""
+
+    list_filter = ["cluster"]
+    list_select_related = ["cluster"]
+    requests_admission = False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+
+@admin.register(PriorityClass)
+class PriorityClassAdmin(ClusterObjectAdmin):
+    list_display = ["name", "value", "global_default", "preemption_policy", "cluster"]
+    search_fields = ["name", "description"]
+    fields = ["cluster", "name", "value", "global_default", "preemption_policy", "description",
+              "uid", "resource_version", "created_at", "updated_at"]
+
+
+@admin.register(LimitRange)
+class LimitRangeAdmin(ClusterObjectAdmin):
+    list_display = ["name", "namespace", "cluster"]
+    list_filter = ["cluster", "namespace"]
+    search_fields = ["name", "namespace"]
+    fields = ["cluster", "namespace", "name", "limits_display",
+              "uid", "resource_version", "created_at", "updated_at"]
+
+    @admin.display(description="limits")
+    def limits_display(self, obj: LimitRange) -> str:
+        return pretty_json(obj.limits)
+
+
+@admin.register(RuntimeClass)
+class RuntimeClassAdmin(ClusterObjectAdmin):
+    list_display = ["name", "handler", "overhead_summary", "cluster"]
+    search_fields = ["name", "handler"]
+    fields = ["cluster", "name", "handler", "overhead_summary", "scheduling_display",
+              "uid", "resource_version", "created_at", "updated_at"]
+
+    @admin.display(description="overhead (podFixed)")
+    def overhead_summary(self, obj: RuntimeClass) -> str:
+        return ", ".join(f"{resource}={quantity}"
+                         for resource, quantity in sorted((obj.overhead or {}).items())) or "-"
+
+    @admin.display(description="scheduling")
+    def scheduling_display(self, obj: RuntimeClass) -> str:
+        return pretty_json(obj.scheduling)
 
 
 # --- Workload, Job, Event: written by services and reconcilers ---------------------------

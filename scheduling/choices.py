@@ -70,3 +70,10 @@ class QueueState(models.TextChoices):
 class EventType(models.TextChoices):
     NORMAL = "Normal"
     WARNING = "Warning"
+
+
+class PreemptionPolicy(models.TextChoices):
+    """A PriorityClass's ``preemptionPolicy`` (scheduling.k8s.io/v1)."""
+
+    PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+    NEVER = "Never"

@@ -1,6 +1,6 @@
 """What a namespace grant lets a non-admin submit: pod templates that meet the grant's Pod
 Security Standards level and run as an allowed service account, and a priority that comes
-from an allowed WorkloadPriorityClass (or is 0).
+from an allowed priority class (or is 0).
 
 Jobs (API and UI) and Workloads (API) pass through these checks in ``scheduling.services``;
 a ``grant`` of None (an admin, or kueueweb itself) is not bound. Kubernetes' system
@@ -61,18 +61,22 @@ def priority_errors(
     class_path: str,
     explicit_path: str,
 ) -> list[FieldError]:
-    """A bound user's priority comes from an allowed WorkloadPriorityClass, or is 0.
+    """A bound user's priority comes from an allowed priority class, or is 0.
 
-    kueueweb has no pod PriorityClasses to read a value from, so one named by a bound user
-    gives priority 0 and an explicit value beside it is refused like any other.
+    The grant's allowed classes bound what a job's ``kueue.x-k8s.io/priority-class`` label
+    and its pod templates' ``priorityClassName`` name, since either gives the Workload the
+    class's value. A Workload created directly keeps the value it gives with a pod
+    PriorityClass, so a bound user may not give one (only 0, or none).
     """
     if grant is None:
         return []
     errors: list[FieldError] = []
     from_class = request.source == jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE
-    if from_class and not grant.allows_priority_class(request.class_name):
+    from_pods = request.source == jobframework.POD_PRIORITY_CLASS_SOURCE and request.priority is None
+    if (from_class or from_pods) and not grant.allows_priority_class(request.class_name):
         allowed = ", ".join(sorted(grant.priority_classes)) or "none"
-        errors.append(FieldError(class_path, f"WorkloadPriorityClass {request.class_name!r} "
+        kind = "WorkloadPriorityClass" if from_class else "PriorityClass"
+        errors.append(FieldError(class_path, f"{kind} {request.class_name!r} "
                                  f"may not be used in namespace {grant.namespace!r} (allowed: "
                                  f"{allowed})"))
     if not from_class and request.priority not in (None, 0):

@@ -22,6 +22,7 @@ from scheduling.choices import (
     EventType,
     FungibilityPolicy,
     FungibilityPreference,
+    PreemptionPolicy,
     QueueingStrategy,
     QueueState,
     ReclaimWithinCohort,
@@ -292,6 +293,64 @@ class WorkloadPriorityClass(DomainObject):
             models.UniqueConstraint(
                 fields=["cluster", "name"], name="workloadpriorityclass_unique_name"
             ),
+        ]
+
+
+# --- The cluster's own objects -----------------------------------------------------------------
+# Kubernetes kinds Kueue reads but does not own: defined by ``apply`` on a simulated cluster,
+# mirrored from the API server for a Kubernetes one (``multicluster.kube.cluster_objects``).
+
+
+class PriorityClass(DomainObject):
+    """A pod priority class (``scheduling.k8s.io/v1``): the priority of a Workload whose pod
+    templates name it, or of every Workload naming none when it is the global default."""
+
+    value = models.IntegerField()
+    global_default = models.BooleanField(default=False)
+    description = models.TextField(blank=True)
+    preemption_policy = models.CharField(
+        max_length=32, choices=PreemptionPolicy.choices,
+        default=PreemptionPolicy.PREEMPT_LOWER_PRIORITY)
+
+    class Meta:
+        ordering = ["-value", "name"]
+        verbose_name_plural = "priority classes"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="priorityclass_unique_name"),
+        ]
+
+
+class LimitRange(NamespacedObject):
+    """A namespace's defaults and bounds for container and pod resources (core/v1).
+
+    ``limits`` is ``spec.limits`` as Kubernetes stores it: ``[{"type": "Container",
+    "default": {...}, "defaultRequest": {...}, "min": {...}, "max": {...},
+    "maxLimitRequestRatio": {...}}]``, quantities as text."""
+
+    limits = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "namespace", "name"],
+                                    name="limitrange_unique_name"),
+        ]
+
+
+class RuntimeClass(DomainObject):
+    """A container runtime configuration (``node.k8s.io/v1``): a pod naming it is charged
+    its ``overhead.podFixed`` on top of its containers' requests."""
+
+    handler = models.CharField(max_length=63)
+    # overhead.podFixed: {"cpu": "250m", ...}; empty when the class has no overhead.
+    overhead = models.JSONField(default=dict, blank=True)
+    # scheduling: {"nodeSelector": {...}, "tolerations": [...]}, as given.
+    scheduling = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="runtimeclass_unique_name"),
         ]
 
 

@@ -28,7 +28,14 @@ from scheduling import cron, grants, jobframework
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.core.patch import merge_patch
 from scheduling.jobframework import registry
-from scheduling.models import Event, Job, LocalQueue, Workload, WorkloadPriorityClass
+from scheduling.models import (
+    Event,
+    Job,
+    LocalQueue,
+    PriorityClass,
+    Workload,
+    WorkloadPriorityClass,
+)
 from scheduling.scheduler import admission, bulk
 from scheduling.validation import FieldError, errors_to_dict
 from scheduling.workload import actions, lifecycle
@@ -79,10 +86,11 @@ def _kueue_settings() -> dict[str, Any]:
 def _resolve_priority(
     request: jobframework.PriorityRequest, *, cluster: Cluster, path: str, explicit_path: str
 ) -> tuple[str, str, int]:
-    """(class name, class source, priority) for what a spec or a Job asks for.
+    """(class name, class source, priority) for what a Workload spec asks for.
 
     A WorkloadPriorityClass must exist in the domain and gives the value (Kueue keeps the
-    two equal); a pod PriorityClass comes with its value, since kueueweb has none to read.
+    two equal); a Workload created directly that names a pod PriorityClass keeps the
+    priority it gives with it, as Kueue's does (its CEL rule asks for one).
     """
     if not request.source:
         return "", "", request.priority or 0
@@ -100,6 +108,42 @@ def _resolve_priority(
             f"{request.class_name!r} ({wpc.value}), or be omitted",
         )])
     return wpc.name, request.source, wpc.value
+
+
+def job_priority(kind: jobframework.JobKind, manifest: Mapping[str, Any], *,
+                 labels: Mapping[str, Any], labels_at: str,
+                 cluster: Cluster) -> tuple[str, str, int]:
+    """(class name, class source, priority) of a job's Workload, as Kueue's
+    ``ExtractPriority`` finds it: the WorkloadPriorityClass its label names; else the pod
+    PriorityClass its templates name (``kind.pod_priority_class``), which must exist; else
+    the cluster's global default PriorityClass (the lowest value when several are); else 0.
+    Raises ValidationError naming the field of a class that does not exist."""
+    class_name = str(labels.get(jobframework.PRIORITY_CLASS_LABEL) or "")
+    if class_name:
+        request = jobframework.PriorityRequest(jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE,
+                                               class_name, None)
+        path = labels_at + jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
+        return _resolve_priority(request, cluster=cluster, path=path, explicit_path=path)
+    pod_class = kind.pod_priority_class(manifest)
+    if pod_class is not None:
+        name, path = pod_class
+        found = PriorityClass.objects.filter(cluster=cluster, name=name).first()
+        if found is None:
+            raise invalid([FieldError(path, f'priorityclasses.scheduling.k8s.io "{name}" not '
+                                            f"found in cluster {cluster.name!r}")])
+        return found.name, jobframework.POD_PRIORITY_CLASS_SOURCE, found.value
+    default = PriorityClass.objects.filter(cluster=cluster, global_default=True) \
+        .order_by("value", "name").first()
+    if default is not None:
+        return default.name, jobframework.POD_PRIORITY_CLASS_SOURCE, default.value
+    return "", "", 0
+
+
+def requeue_for_cluster_objects(cluster_id: int, namespaces: Iterable[str] | None) -> None:
+    """A LimitRange (of ``namespaces``) or a RuntimeClass (None: any namespace) of the
+    cluster changed: its pending workloads may ask for other amounts now, so the parked
+    ones go back to their queues and a cycle looks at them again."""
+    admission.requeue_pending_of(cluster_id, namespaces, now=timezone.now())
 
 
 def local_queue_for(cluster: Cluster, namespace: str, queue_name: str) -> LocalQueue | None:
@@ -181,17 +225,8 @@ def submit_job(
     try:
         with transaction.atomic():
             default_labels = _job_default_labels(labels, domain, namespace, labels_at)
-            class_name = labels.get(jobframework.PRIORITY_CLASS_LABEL) or default_labels.get(
-                jobframework.PRIORITY_CLASS_LABEL, "")
-            request = jobframework.PriorityRequest(
-                jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
-            path = labels_at + jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
-            pod_class = None if class_name else integration.pod_priority_class(manifest)
-            if pod_class is not None:
-                request = jobframework.PriorityRequest(
-                    jobframework.POD_PRIORITY_CLASS_SOURCE, pod_class[0], None)
-                path = pod_class[1]
-            priority = _resolve_priority(request, cluster=domain, path=path, explicit_path=path)
+            priority = job_priority(integration, manifest, labels={**labels, **default_labels},
+                                    labels_at=labels_at, cluster=domain)
             job = Job(cluster=domain, namespace=namespace, api_version=integration.api_version,
                       kind=integration.kind,
                       name=_job_name(metadata, Job.objects.filter(
@@ -262,6 +297,12 @@ def _job_grant_errors(
         path = labels_at + jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
         request = jobframework.PriorityRequest(jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE, class_name, None)
         errors += grants.priority_errors(grant, request, class_path=path, explicit_path=path)
+    elif (pod_class := integration.pod_priority_class(manifest)) is not None:
+        # The pod PriorityClass gives the Workload its priority when no label names one.
+        request = jobframework.PriorityRequest(jobframework.POD_PRIORITY_CLASS_SOURCE,
+                                               pod_class[0], None)
+        errors += grants.priority_errors(grant, request, class_path=pod_class[1],
+                                         explicit_path=pod_class[1])
     return errors
 
 
@@ -337,16 +378,8 @@ def create_prebuilt_workload(owner: Job, kind: jobframework.JobKind, *, name: st
     Raises ValidationError (the class does not exist) or ConflictError (the name is
     taken)."""
     own_labels, labels_at = kind.queue_labels(owner.manifest)
-    class_name = own_labels.get(jobframework.PRIORITY_CLASS_LABEL, "")
-    request = jobframework.PriorityRequest(
-        jobframework.WORKLOAD_PRIORITY_CLASS_SOURCE if class_name else "", class_name, None)
-    path = labels_at + jobframework.label_path(jobframework.PRIORITY_CLASS_LABEL)
-    pod_class = None if class_name else kind.pod_priority_class(owner.manifest)
-    if pod_class is not None:
-        request = jobframework.PriorityRequest(jobframework.POD_PRIORITY_CLASS_SOURCE,
-                                               pod_class[0], None)
-        path = pod_class[1]
-    priority = _resolve_priority(request, cluster=owner.cluster, path=path, explicit_path=path)
+    priority = job_priority(kind, owner.manifest, labels=own_labels, labels_at=labels_at,
+                            cluster=owner.cluster)
     labels = {key: str(own_labels[key]) for key in _kueue_settings()["LABEL_KEYS_TO_COPY"]
               if key in own_labels}
     labels[jobframework.JOB_UID_LABEL] = str(owner.uid)

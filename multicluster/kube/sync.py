@@ -10,8 +10,10 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
 1. **observe**: list + watch the Jobs and Pods carrying our
    ``kueue.x-k8s.io/multikueue-origin`` label, resuming from the resource versions of the
    last pass (kept in the cache, not in process memory, so any worker can take over); the
-   gangs' progress (``gangs``: the gang scheduling metrics) and the Warning events about our
-   pods (``pod_events``: why they do not run, on their workloads' pages);
+   gangs' progress (``gangs``: the gang scheduling metrics), the Warning events about our
+   pods (``pod_events``: why they do not run, on their workloads' pages), and the cluster's
+   own PriorityClasses, LimitRanges and RuntimeClasses, mirrored into its domain
+   (``multicluster.kube.cluster_objects``);
 2. for each local job of the domain, ``scheduling.job_reconciler.reconcile`` with this pass
    as its backend (the cluster runs a copy of the stored object):
 
@@ -50,7 +52,7 @@ from django.db.models import Q
 
 from kueueweb import live
 from multicluster.choices import ConnectionType
-from multicluster.kube import connection, gangs, pod_events
+from multicluster.kube import cluster_objects, connection, gangs, pod_events
 from multicluster.kube.backend import (
     POD_EVENTS,
     PODS,
@@ -243,10 +245,12 @@ class _Pass:
 
     # --- 1. observe ---------------------------------------------------------------------
 
-    def _refresh(self, kind: WatchKind) -> WatchState:
+    def _refresh(self, kind: WatchKind, *, ours: bool = True) -> WatchState:
+        """Refresh the watch of ``kind``: the objects kueueweb made (``ours``), or all of
+        them (the cluster's own objects)."""
         state = load_state(self.cluster, kind)
         result = self.backend.refresh(
-            kind, state, label_selector=origin_selector(),
+            kind, state, label_selector=origin_selector() if ours else None,
             quiet_seconds=float(_options().get("KUBE_WATCH_QUIET_SECONDS",
                                                DEFAULT_WATCH_QUIET_SECONDS)),
             max_seconds=float(_options().get("KUBE_WATCH_MAX_SECONDS", DEFAULT_WATCH_MAX_SECONDS)))
@@ -261,6 +265,9 @@ class _Pass:
                 continue
             state = self._refresh(kind)
             self.remote.update(((kind.name, key), obj) for key, obj in state.objects.items())
+        cluster_objects.sync_cluster_objects(
+            self.cluster, serves=self.backend.serves,
+            refresh=lambda kind: self._refresh(kind, ours=False))
         pods_state = self._refresh(PODS)
         for pod in pods_state.objects.values():
             key = str(pod.get("job_uid") or "")

@@ -75,6 +75,7 @@ from scheduling.models import Event, Job, Workload
 from scheduling.scheduler import admission
 from scheduling.workload import conditions as cond
 from scheduling.workload import lifecycle
+from scheduling.workload import resources as workload_resources
 
 logger = logging.getLogger(__name__)
 
@@ -373,7 +374,9 @@ def _create_pods(cluster: Cluster, job: Job, wl: Workload, pod_set: Mapping[str,
     pod_spec = template.get("spec") or {}
     selector = {**(pod_spec.get("nodeSelector") or {}), **info.node_selector}
     all_tolerations = list(pod_spec.get("tolerations") or []) + list(info.tolerations)
-    requests = jobframework.pod_set_requests(pod_set)
+    # What the node must have room for: the pod as Kubernetes' admission leaves it, with
+    # its namespace's LimitRange defaults and its RuntimeClass's overhead.
+    requests = workload_resources.admitted_pod_requests(cluster.pk, job.namespace, pod_set)
     workload_ref = workload_ref_of(pod_set)
     taken = set(Pod.objects.filter(cluster=cluster, namespace=job.namespace,
                                    name__startswith=f"{job.name}-").values_list("name", flat=True))

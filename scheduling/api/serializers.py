@@ -326,6 +326,57 @@ class WorkloadPriorityClassSerializer(KueueObjectSerializer):
     description = serializers.CharField(required=False, max_length=2048)
 
 
+class ClusterObjectSerializer(KueueObjectSerializer):
+    """One of the cluster's own objects (PriorityClass, LimitRange, RuntimeClass), printed
+    as Kubernetes prints it; written through ``apply`` only."""
+
+    apiVersion = serializers.CharField(read_only=True)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        raise serializers.ValidationError({"non_field_errors": [
+            f"{self.kind_name} objects are written with apply (POST /api/v1/apply)"]})
+
+
+class PriorityClassSerializer(ClusterObjectSerializer):
+    kind_name = "PriorityClass"
+    value = serializers.IntegerField(read_only=True, help_text="The priority of pods and "
+                                     "Workloads naming this class.")
+    globalDefault = serializers.BooleanField(read_only=True, required=False, help_text=(
+        "The priority of pods and Workloads naming no class."))
+    description = serializers.CharField(read_only=True, required=False)
+    preemptionPolicy = serializers.CharField(read_only=True)
+
+
+class LimitRangeItemSerializer(serializers.Serializer[Any]):
+    type = serializers.CharField(help_text="Container, Pod or PersistentVolumeClaim.")
+    default = serializers.DictField(child=serializers.CharField(), required=False)
+    defaultRequest = serializers.DictField(child=serializers.CharField(), required=False)
+    min = serializers.DictField(child=serializers.CharField(), required=False)
+    max = serializers.DictField(child=serializers.CharField(), required=False)
+    maxLimitRequestRatio = serializers.DictField(child=serializers.CharField(), required=False)
+
+
+class LimitRangeSpecSerializer(serializers.Serializer[Any]):
+    limits = LimitRangeItemSerializer(many=True)
+
+
+class LimitRangeSerializer(ClusterObjectSerializer):
+    kind_name = "LimitRange"
+    spec = LimitRangeSpecSerializer(read_only=True)
+
+
+class RuntimeClassOverheadSerializer(serializers.Serializer[Any]):
+    podFixed = serializers.DictField(child=serializers.CharField(), help_text=(
+        "Charged to every pod naming the class, on top of its containers' requests."))
+
+
+class RuntimeClassSerializer(ClusterObjectSerializer):
+    kind_name = "RuntimeClass"
+    handler = serializers.CharField(read_only=True)
+    overhead = RuntimeClassOverheadSerializer(read_only=True, required=False)
+    scheduling = serializers.DictField(read_only=True, required=False)
+
+
 class ApplyResultObjectSerializer(serializers.Serializer[Any]):
     kind = serializers.CharField()
     name = serializers.CharField()

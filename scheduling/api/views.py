@@ -30,7 +30,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
-from rest_framework.viewsets import ModelViewSet
+from rest_framework.viewsets import ModelViewSet, ReadOnlyModelViewSet
 
 from kueueweb.api import ConflictError, PayloadTooLarge, URLArgumentsMixin
 from kueueweb.roles import Role
@@ -41,8 +41,11 @@ from scheduling.api.serializers import (
     ApplyResultSerializer,
     ClusterQueueSerializer,
     CohortSerializer,
+    LimitRangeSerializer,
     LocalQueueSerializer,
+    PriorityClassSerializer,
     ResourceFlavorSerializer,
+    RuntimeClassSerializer,
     WorkloadPriorityClassSerializer,
 )
 from scheduling.manifests import yamlio
@@ -55,13 +58,17 @@ from scheduling.manifests.apply import (
     delete_object,
     export_manifests,
     resolve_cluster,
+    resource_name,
 )
 from scheduling.manifests.codec import API_GROUP, Conflict, ManifestInvalid
 from scheduling.models import (
     ClusterQueue,
     Cohort,
+    LimitRange,
     LocalQueue,
+    PriorityClass,
     ResourceFlavor,
+    RuntimeClass,
     WorkloadPriorityClass,
 )
 
@@ -342,6 +349,72 @@ class WorkloadPriorityClassViewSet(KueueObjectViewSet):
     serializer_class = WorkloadPriorityClassSerializer
 
 
+def read_schema(serializer: type[BaseSerializer[Any]], kind: str, plural: str, *,
+                namespaced: bool = False) -> dict[str, Any]:
+    scope = "namespaced" if namespaced else "cluster-scoped"
+    return {
+        "list": extend_schema(
+            summary=f"List {plural}", parameters=[CLUSTER_PARAMETER],
+            description=f"The cluster's own {kind} objects ({scope}): applied to a simulated "
+            "cluster, mirrored from a Kubernetes one.",
+            responses={200: serializer(many=True), 401: REFUSED, 403: REFUSED, 404: NOT_FOUND},
+        ),
+        "retrieve": extend_schema(
+            summary=f"Read a {kind}", parameters=[CLUSTER_PARAMETER],
+            responses={200: serializer, 401: REFUSED, 403: REFUSED, 404: NOT_FOUND},
+        ),
+    }
+
+
+class ClusterObjectViewSet(DomainMixin, ReadOnlyModelViewSet[Any]):
+    """The cluster's own PriorityClasses, LimitRanges and RuntimeClasses, read-only: a
+    simulated cluster's are written with ``apply``, a Kubernetes cluster's are its own."""
+
+    kind_name: ClassVar[str]
+    lookup_field = "name"
+
+    def get_queryset(self) -> models.QuerySet[Any]:
+        codec = KINDS[self.kind_name]
+        queryset = codec.queryset(self.domain()).order_by(
+            *(("namespace", "name") if codec.namespaced else ("name",)))
+        namespace = self.kwargs.get("namespace")
+        if namespace:
+            queryset = queryset.filter(namespace=namespace)
+        return queryset
+
+    def get_object(self) -> Any:
+        name = self.kwargs["name"]
+        obj = self.get_queryset().filter(name=name).first()
+        if obj is None:
+            namespace = self.kwargs.get("namespace")
+            shown = f"{namespace}/{name}" if namespace else name
+            raise NotFound(f'{resource_name(self.kind_name)} "{shown}" not found')
+        self.check_object_permissions(self.request, obj)
+        return obj
+
+
+@extend_schema_view(**read_schema(PriorityClassSerializer, "PriorityClass", "priorityclasses"))
+class PriorityClassViewSet(ClusterObjectViewSet):
+    kind_name = "PriorityClass"
+    queryset = PriorityClass.objects.none()
+    serializer_class = PriorityClassSerializer
+
+
+@extend_schema_view(**read_schema(LimitRangeSerializer, "LimitRange", "limitranges",
+                                  namespaced=True))
+class LimitRangeViewSet(ClusterObjectViewSet):
+    kind_name = "LimitRange"
+    queryset = LimitRange.objects.none()
+    serializer_class = LimitRangeSerializer
+
+
+@extend_schema_view(**read_schema(RuntimeClassSerializer, "RuntimeClass", "runtimeclasses"))
+class RuntimeClassViewSet(ClusterObjectViewSet):
+    kind_name = "RuntimeClass"
+    queryset = RuntimeClass.objects.none()
+    serializer_class = RuntimeClassSerializer
+
+
 # --- apply / export -------------------------------------------------------------------------
 
 
@@ -356,8 +429,9 @@ class ApplyView(DomainMixin, APIView):
         description="Creates or updates every object of a YAML stream (`---` separated) or a "
         "JSON object, list or `List`, in one transaction: ResourceFlavor, Cohort, ClusterQueue, "
         "LocalQueue, WorkloadPriorityClass, AdmissionCheck, MultiKueueConfig and "
-        "MultiKueueCluster, as `kueue.x-k8s.io/v1beta1` or `v1beta2`, and core `v1` Node for "
-        "a simulated cluster. Kinds are applied in "
+        "MultiKueueCluster, as `kueue.x-k8s.io/v1beta1` or `v1beta2`, and for a simulated "
+        "cluster core `v1` Node and LimitRange, `scheduling.k8s.io/v1` PriorityClass and "
+        "`node.k8s.io/v1` RuntimeClass. Kinds are applied in "
         "dependency order whatever the document order. One invalid document rejects the whole "
         "apply; the error names its index, kind, name and field. Admins only.",
         parameters=[CLUSTER_PARAMETER],

@@ -24,6 +24,7 @@ from scheduling.choices import WorkloadPhase
 from scheduling.core.quantities import QuantityError, parse_quantity, quantity_to_int
 from scheduling.core.resources import FlavorResourceQuantities
 from scheduling.core.workloads import WorkloadInfo
+from scheduling.jobframework import resources
 from scheduling.models import (
     ClusterQueue,
     Cohort,
@@ -363,8 +364,55 @@ def admitted_workload(row: Mapping[str, Any]) -> core.types.Workload:
     )
 
 
-def pending_workload(row: Mapping[str, Any]) -> core.types.Workload:
-    """A pending workload (a head), from its values() row."""
+@dataclass(frozen=True)
+class ClusterObjects:
+    """What a domain's LimitRanges and RuntimeClasses change in its pending workloads'
+    requests (Kueue's ``AdjustResources``): each namespace's summed-up LimitRanges, and
+    each RuntimeClass's ``overhead.podFixed``."""
+
+    summaries: Mapping[str, resources.Summary] = field(default_factory=dict)
+    overheads: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def variant(self, row: Mapping[str, Any]) -> str | None:
+        """What of these objects the workload of ``row`` depends on, as text that changes
+        when they do (None: nothing, its requests are the pod sets' own)."""
+        summary = self.summaries.get(row["namespace"])
+        named = (((ps.get("template") or {}).get("spec") or {}).get("runtimeClassName")
+                 for ps in row["pod_sets"])
+        classes = {str(name) for name in named if name}
+        if summary is None and not classes:
+            return None
+        return repr((summary, sorted((name, sorted(self.overheads.get(name, {}).items()))
+                                     for name in classes)))
+
+
+NO_CLUSTER_OBJECTS = ClusterObjects()
+
+
+def load_cluster_objects(cluster_id: int) -> ClusterObjects:
+    """The domain's LimitRanges, summed up per namespace in name order, and RuntimeClass
+    overheads: two small queries per cycle."""
+    from scheduling.models import LimitRange, RuntimeClass
+
+    limits: dict[str, list[Any]] = defaultdict(list)
+    for namespace, items in LimitRange.objects.filter(cluster_id=cluster_id) \
+            .order_by("namespace", "name").values_list("namespace", "limits"):
+        limits[namespace].append(items or [])
+    overheads = {name: dict(overhead or {}) for name, overhead in RuntimeClass.objects.filter(
+        cluster_id=cluster_id).values_list("name", "overhead")}
+    return ClusterObjects(
+        summaries={namespace: resources.summarize(lists) for namespace, lists in limits.items()},
+        overheads=overheads)
+
+
+def pending_workload(row: Mapping[str, Any],
+                     objects: ClusterObjects = NO_CLUSTER_OBJECTS) -> core.types.Workload:
+    """A pending workload (a head), from its values() row, its requests adjusted for the
+    domain's cluster ``objects`` as Kueue adjusts them when it queues a workload: the
+    stored pod sets stay as they were submitted."""
+    summary = objects.summaries.get(row["namespace"], {})
+    adjusted = resources.adjust_pod_sets(row["pod_sets"], summary=summary,
+                                         overheads=objects.overheads)
     pod_sets = tuple(
         core.types.PodSet(
             name=ps.get("name", "main"),
@@ -372,7 +420,7 @@ def pending_workload(row: Mapping[str, Any]) -> core.types.Workload:
             requests=per_pod_requests(ps),
             min_count=ps.get("minCount"),
         )
-        for ps in row["pod_sets"]
+        for ps in adjusted
     )
     return core.types.Workload(
         namespace=row["namespace"],
@@ -383,7 +431,19 @@ def pending_workload(row: Mapping[str, Any]) -> core.types.Workload:
         creation_time=epoch(row["queued_at"] or row["created_at"]),
         uid=str(row["uid"]),
         active=row["active"],
+        inadmissible=resources.admissibility_error(adjusted, summary),
     )
+
+
+def pending_head(cluster_id: int, row: Mapping[str, Any],
+                 objects: ClusterObjects) -> core.types.Workload:
+    """The engine's workload of a head row: built once per row version and cluster objects
+    it depends on (``heads_cache``)."""
+    variant = objects.variant(row)
+    if variant is None:
+        return heads_cache.built(cluster_id, row)
+    return heads_cache.built(cluster_id, row, variant=variant,
+                             build=lambda r: pending_workload(r, objects))
 
 
 def namespace_labels(namespaces: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -428,7 +488,7 @@ class RowCache(Generic[_Built]):
     def __init__(self, build: Callable[[Mapping[str, Any]], _Built], *, spare: int = 0) -> None:
         self.build = build
         self.spare = spare
-        self._domains: dict[int, dict[_Key, tuple[dict[str, Any], list[_Built]]]] = {}
+        self._domains: dict[int, dict[_Key, tuple[dict[str, Any], list[tuple[str | None, _Built]]]]] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -443,7 +503,7 @@ class RowCache(Generic[_Built]):
         cached ones at that version, the others from ``load(ids)``, which may leave some
         out (gone since) and returns each at the version it finds. The rows are shared:
         callers must not change them."""
-        current: dict[_Key, tuple[dict[str, Any], list[_Built]]] = {}
+        current: dict[_Key, tuple[dict[str, Any], list[tuple[str | None, _Built]]]] = {}
         missing: list[int] = []
         with self._lock:
             cached = self._domains.get(cluster_id, {})
@@ -490,17 +550,22 @@ class RowCache(Generic[_Built]):
         with self._lock:
             self._domains.pop(cluster_id, None)
 
-    def built(self, cluster_id: int, row: Mapping[str, Any]) -> _Built:
+    def built(self, cluster_id: int, row: Mapping[str, Any], *, variant: str | None = None,
+              build: Callable[[Mapping[str, Any]], _Built] | None = None) -> _Built:
         """``build(row)``, made once per cached row (a row of the same id, uid and version,
-        a copy for one, has the same values)."""
+        a copy for one, has the same values). A ``variant`` names what else the result
+        depends on (with its own ``build``): a row's result is made again when it changes."""
+        build = build or self.build
         with self._lock:
             entry = self._domains.get(cluster_id, {}).get(
                 self.key(row["id"], row["uid"], row["resource_version"]))
         if entry is None:
-            return self.build(row)
-        if not entry[1]:
-            entry[1].append(self.build(row))  # two threads may both build: either will do
-        return entry[1][0]
+            return build(row)
+        made = entry[1]
+        if not made or made[0][0] != variant:
+            # Two threads may both build: either will do.
+            made[:] = [(variant, build(row))]
+        return made[0][1]
 
 
 def admitted_info(row: Mapping[str, Any]) -> WorkloadInfo:

@@ -335,6 +335,9 @@ class _Cycle:
                     e.message = "workload namespace doesn't match ClusterQueue selector"
                     e.qr_reason = QR_MISCONFIGURED
                     e.requeue_reason = RequeueReason.NAMESPACE_MISMATCH
+                elif wl.inadmissible is not None:
+                    e.message = wl.inadmissible
+                    e.qr_reason = QR_MISCONFIGURED
                 else:
                     e.cq = cq
                     old = self._replaced_slice(head, cq)

@@ -328,6 +328,9 @@ class Workload:
     requeued: bool | None = None
     requeue_at: float | None = None
     active: bool = True
+    # Why its requests cannot be admitted, as adjusted for the cluster's LimitRanges and
+    # RuntimeClasses (Kueue's ``ValidateAdmissibility`` resource checks; made by the caller).
+    inadmissible: str | None = None
     # ``namespace/name``, the identity used everywhere in results (derived, cached).
     key: str = field(init=False, repr=False, compare=False, default="")
     # Scheduling-equivalence hash, filled in on first use by ``workloads.scheduling_hash``.

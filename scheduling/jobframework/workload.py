@@ -306,7 +306,8 @@ def priority_request(spec: Mapping[str, Any]) -> tuple[PriorityRequest, list[Fie
     if message is not None:
         errors.append(FieldError(path, message))
     if source == POD_PRIORITY_CLASS_SOURCE and priority is None:
-        # kueueweb has no pod PriorityClasses to read a value from (Kueue's CEL rule).
+        # Kueue's CEL rule: a Workload created directly brings its value with a pod
+        # PriorityClass, which is not looked up (a job's Workload takes the class's value).
         errors.append(FieldError("spec.priority",
                                  "priority should not be nil when priorityClassRef is set"))
     return PriorityRequest(source, name, priority), errors

@@ -39,7 +39,12 @@ from scheduling.jobframework.interface import (
     SimulatedPod,
     SimulatedPods,
 )
-from scheduling.jobframework.podsets import PodSetInfo, merge_into_template, restore_template
+from scheduling.jobframework.podsets import (
+    PodSetInfo,
+    merge_into_template,
+    restore_template,
+    templates_priority_class,
+)
 from scheduling.jobframework.validation import (
     annotation_path,
     int_value,
@@ -459,6 +464,9 @@ class BatchJob(GenericJob):
 
     def pod_templates(self, manifest: Mapping[str, Any]) -> list[tuple[Any, str]]:
         return [(manifest["spec"]["template"], "spec.template")]
+
+    def pod_priority_class(self, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
+        return templates_priority_class(self.pod_templates(manifest))
 
     def run_with_pod_sets_info(
         self, manifest: Mapping[str, Any], infos: Sequence[PodSetInfo]

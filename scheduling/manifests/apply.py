@@ -32,6 +32,13 @@ from multicluster.manifests import (
     NODE,
 )
 from multicluster.models import Cluster, MultiKueueConfig
+from scheduling.manifests.cluster_objects import (
+    CLUSTER_OBJECT_KINDS,
+    LIMIT_RANGE,
+    PRIORITY_CLASS,
+    RUNTIME_CLASS,
+    ClusterObjectKind,
+)
 from scheduling.manifests.codec import (
     API_GROUP,
     CLUSTER_QUEUE,
@@ -54,20 +61,33 @@ from scheduling.scheduler import admission
 from scheduling.validation import FieldError
 
 # Every kind apply accepts, in the order it writes them: what is referenced comes first.
-# Node (core/v1, simulated clusters only) refers to nothing and nothing refers to it, so it
-# goes last: an export lists a domain's Kueue objects first, in the order they always had;
-# so does Kubernetes' scheduling.k8s.io Workload of a simulated cluster, keyed by its group
-# since Kueue has a Workload too.
+# Node, Kubernetes' scheduling.k8s.io Workload (keyed by its group, since Kueue has a
+# Workload too) and the cluster's own PriorityClasses, LimitRanges and RuntimeClasses
+# (simulated clusters only) refer to nothing and nothing refers to them, so they go last: an
+# export lists a domain's Kueue objects first, in the order they always had.
 KINDS: dict[str, Kind[Any]] = {
     kind.kind: kind
     for kind in (
         RESOURCE_FLAVOR, COHORT, CLUSTER_QUEUE, LOCAL_QUEUE, WORKLOAD_PRIORITY_CLASS,
         ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, NODE, GANG_WORKLOAD,
+        PRIORITY_CLASS, LIMIT_RANGE, RUNTIME_CLASS,
     )
 }
-# Kinds that are not Kueue's: printed "node/n1" and "workload.scheduling.k8s.io/w", not
-# "node.kueue.x-k8s.io/n1"; they hold no quota.
-CORE_KINDS = frozenset({NODE.kind, GANG_WORKLOAD.kind})
+# Kinds that are not Kueue's, by their API group: printed "node/n1",
+# "workload.scheduling.k8s.io/w" (its key holds its group) and
+# "priorityclass.scheduling.k8s.io/high", not "node.kueue.x-k8s.io/n1".
+OTHER_GROUPS = {NODE.kind: "", GANG_WORKLOAD.kind: "",
+                **{kind.kind: kind.api_group for kind in CLUSTER_OBJECT_KINDS}}
+# Kinds that are no quota: their writes change no cluster queue.
+CORE_KINDS = frozenset(OTHER_GROUPS)
+
+
+def resource_name(kind: str) -> str:
+    """``clusterqueues.kueue.x-k8s.io``, ``nodes``, ``priorityclasses.scheduling.k8s.io``."""
+    group = OTHER_GROUPS.get(kind, API_GROUP)
+    plural = KINDS[kind].plural
+    return f"{plural}.{group}" if group else plural
+
 
 Action = Literal["created", "updated", "unchanged"]
 
@@ -97,8 +117,9 @@ class AppliedObject:
         """kubectl's line: ``clusterqueue.kueue.x-k8s.io/cluster-queue created``."""
         where = f" (namespace {self.namespace})" if self.namespace else ""
         implicit = " (implicit)" if self.implicit else ""
-        group = "" if self.kind in CORE_KINDS else f".{API_GROUP}"
-        return f"{self.kind.lower()}{group}/{self.name}{where} {self.action}{implicit}"
+        group = OTHER_GROUPS.get(self.kind, API_GROUP)
+        kind = f"{self.kind.lower()}.{group}" if group else self.kind.lower()
+        return f"{kind}/{self.name}{where} {self.action}{implicit}"
 
 
 @dataclass
@@ -236,6 +257,10 @@ def read_document(
             api_version, str) and api_version.startswith("scheduling.k8s.io/")):
         return GANG_WORKLOAD.read_document(document, index=index,
                                            default_namespace=default_namespace)
+    codec = KINDS.get(str(default_kind or named))
+    if isinstance(codec, ClusterObjectKind):
+        return codec.read_document(document, index=index, default_kind=default_kind,
+                                   default_namespace=default_namespace)
     return read_manifest(document, KINDS, index=index, default_kind=default_kind,
                          default_namespace=default_namespace)
 
@@ -301,6 +326,8 @@ def _requeue_after_change(
     """Kueue requeues a cohort tree's inadmissible workloads when a queue, cohort or flavor
     changes (its ClusterQueue and Cohort reconcilers call QueueInadmissibleWorkloads); the
     same here, then a cycle is requested once the apply commits."""
+    requeue_for_cluster_objects(domain, [obj for obj in result.objects
+                                         if obj.action != "unchanged"])
     # Nodes are no quota: their writes ask the simulated cluster to place pods instead.
     changed = [obj for obj in result.objects
                if obj.action != "unchanged" and obj.kind not in CORE_KINDS]
@@ -313,6 +340,22 @@ def _requeue_after_change(
         queue_ids = [written[("ClusterQueue", "", obj.name)].pk for obj in changed
                      if obj.kind == "ClusterQueue" and ("ClusterQueue", "", obj.name) in written]
     admission.on_quota_released(domain.pk, list(queue_ids), now=timezone.now())
+
+
+def requeue_for_cluster_objects(domain: Cluster, changed: Iterable[AppliedObject]) -> None:
+    """A LimitRange or RuntimeClass changed: what pending workloads ask for may have, so
+    the parked ones go back to their queues (Kueue's workload controller re-adds the
+    pending workloads of the LimitRange's namespace, or of those naming the RuntimeClass)."""
+    namespaces: set[str] = set()
+    everywhere = False
+    for obj in changed:
+        if obj.kind == LIMIT_RANGE.kind:
+            namespaces.add(obj.namespace)
+        elif obj.kind == RUNTIME_CLASS.kind:
+            everywhere = True
+    if everywhere or namespaces:
+        admission.requeue_pending_of(domain.pk, None if everywhere else namespaces,
+                                     now=timezone.now())
 
 
 def _refuse_duplicates(manifests: Sequence[Manifest]) -> None:
@@ -383,7 +426,7 @@ def _check(
             if create_only and obj is not None:
                 shown = f"{manifest.namespace}/{manifest.name}" if manifest.namespace \
                     else manifest.name
-                resource = codec.plural if name in CORE_KINDS else f"{codec.plural}.{API_GROUP}"
+                resource = resource_name(name)
                 raise Conflict(f'{resource} "{shown}" already exists')
             r = Reader()
             codec.check(manifest, plan, obj, r)
@@ -412,6 +455,10 @@ def delete_object(kind: str, obj: models.Model) -> None:
             admission.request_admission(domain_id)
         try:
             obj.delete()
+            if kind in (LIMIT_RANGE.kind, RUNTIME_CLASS.kind) and domain_id is not None:
+                admission.requeue_pending_of(
+                    domain_id, [obj.namespace] if kind == LIMIT_RANGE.kind else None,  # type: ignore[attr-defined]
+                    now=timezone.now())
         except (models.ProtectedError, models.RestrictedError) as exc:
             # A reference appeared since the check, or one the check does not look at.
             raise Conflict(f'{kind} "{getattr(obj, "name", obj)}" is in use: other objects '
@@ -431,6 +478,9 @@ def export_manifests(cluster: Cluster | str | None = None) -> list[dict[str, Any
             objects: Iterable[Any] = _referenced_workers(domain)
         elif name == "Cohort":
             objects = _cohorts_parents_first(list(codec.queryset(domain)))
+        elif isinstance(codec, ClusterObjectKind):
+            objects = codec.exported(domain).order_by(
+                *(("namespace", "name") if codec.namespaced else ("name",)))
         else:
             objects = codec.queryset(domain).order_by(
                 *(("namespace", "name") if codec.namespaced else ("name",))

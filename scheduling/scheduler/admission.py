@@ -217,9 +217,11 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime,
     started = time.perf_counter()
     best_effort = {cq.name for cq in specs.cluster_queues
                    if cq.queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO}
+    objects = snapshots.load_cluster_objects(cluster_id)
     rounds = run_cycles(snapshot, head_rows, per_queue=per_queue, now=now, first_cycle=cycle,
-                        bulk_park=best_effort, cluster_id=cluster_id, policy=policy,
-                        max_cycles=max_cycles)
+                        bulk_park=best_effort - _limit_range_queues(cluster_id, objects),
+                        cluster_id=cluster_id, policy=policy, max_cycles=max_cycles,
+                        objects=objects)
     cycle = rounds.last_cycle
     outcome = CycleOutcome(ran=True, cycle=cycle, heads=rounds.heads, released=released,
                            settled=rounds.settled)
@@ -292,6 +294,17 @@ def _cycle_under_lease(cluster_id: int, holder: str, *, now: datetime,
     return outcome
 
 
+def _limit_range_queues(cluster_id: int, objects: snapshots.ClusterObjects) -> set[str]:
+    """The cluster queues serving a namespace with LimitRanges. Equal stored pod sets ask
+    for other amounts there than in another namespace, so a head that does not fit parks
+    only itself in them, not every workload of its stored pod sets."""
+    if not objects.summaries:
+        return set()
+    return set(LocalQueue.objects.filter(cluster_id=cluster_id,
+                                         namespace__in=list(objects.summaries))
+               .values_list("cluster_queue__name", flat=True))
+
+
 # How many engine cycles one call may run, and for how long, before it writes what it
 # decided: a bound on the work lost to a crash and on how stale the round's view gets.
 MAX_CYCLES_PER_ROUND = 64
@@ -337,6 +350,7 @@ def run_cycles(
     cluster_id: int,
     policy: CyclePolicy | None = None,
     max_cycles: int | None = None,
+    objects: snapshots.ClusterObjects = snapshots.NO_CLUSTER_OBJECTS,
 ) -> Rounds:
     """Run Kueue scheduling cycles over ``rows`` (``select_heads``) until one would need
     the database again.
@@ -357,7 +371,8 @@ def run_cycles(
     ``Rounds.bulk_parked`` names the shapes for ``park_same_shapes``.
 
     The engine's workload of a row the domain read before at the same version comes from
-    ``snapshots.heads_cache``.
+    ``snapshots.heads_cache``; its requests are adjusted for the domain's LimitRanges and
+    RuntimeClasses (``objects``), as Kueue adjusts a workload's when it queues it.
     """
     queues: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
@@ -402,7 +417,7 @@ def run_cycles(
                 row = items[position[name]]
                 key = f"{row['namespace']}/{row['name']}"
                 heads.append(Head(
-                    workload=snapshots.heads_cache.built(cluster_id, row),
+                    workload=snapshots.pending_head(cluster_id, row, objects),
                     cluster_queue=name,
                     last_assignment=assignment[key],
                     is_preemptor=row["preempting"],
@@ -1275,8 +1290,27 @@ def queue_inadmissible_workloads(
     return _requeue(cluster_id, tree, now=now)
 
 
-def _requeue(cluster_id: int, cluster_queue_ids: set[int] | None, *, now: datetime) -> int:
-    """``queue_inadmissible_workloads`` for exactly these queues (None: all of the domain).
+def requeue_pending_of(cluster_id: int, namespaces: Iterable[str] | None, *,
+                       now: datetime) -> int:
+    """What the pending workloads of ``namespaces`` (None: all of the domain) ask for may
+    have changed (a LimitRange or a RuntimeClass did): their parked ones go back to their
+    queues' heaps, the shapes parked in those queues with them, and a cycle looks at them
+    again (Kueue's workload controller re-adds them to the queues). Returns how many
+    workloads were parked one by one."""
+    wanted = None if namespaces is None else set(namespaces)
+    local_queues = LocalQueue.objects.filter(cluster_id=cluster_id)
+    if wanted is not None:
+        local_queues = local_queues.filter(namespace__in=wanted)
+    queue_ids = set(local_queues.values_list("cluster_queue_id", flat=True))
+    requeued = _requeue(cluster_id, queue_ids, now=now, namespaces=wanted)
+    request_admission(cluster_id)
+    return requeued
+
+
+def _requeue(cluster_id: int, cluster_queue_ids: set[int] | None, *, now: datetime,
+             namespaces: set[str] | None = None) -> int:
+    """``queue_inadmissible_workloads`` for exactly these queues (None: all of the domain);
+    with ``namespaces``, the workloads of those namespaces only.
 
     The workloads are found by their local queues on an index that leads with (local
     queue, phase, queue state), so only the parked rows are read: filtered by domain
@@ -1286,6 +1320,8 @@ def _requeue(cluster_id: int, cluster_queue_ids: set[int] | None, *, now: dateti
     if cluster_queue_ids is not None:
         local_queues = local_queues.filter(cluster_queue_id__in=cluster_queue_ids)
         shapes = ParkedShape.objects.filter(cluster_queue_id__in=cluster_queue_ids)
+    if namespaces is not None:
+        local_queues = local_queues.filter(namespace__in=namespaces)
     parked = Workload.objects.filter(
         local_queue_id__in=list(local_queues.order_by().values_list("pk", flat=True)),
         phase=WorkloadPhase.PENDING, queue_state=QueueState.INADMISSIBLE,

@@ -21,8 +21,11 @@ from scheduling.models import (
     Event,
     FlavorQuota,
     Job,
+    LimitRange,
     LocalQueue,
+    PriorityClass,
     ResourceFlavor,
+    RuntimeClass,
     Workload,
     WorkloadPriorityClass,
 )
@@ -51,9 +54,16 @@ def objects(manager: Cluster) -> dict[str, Any]:
     event = Event.objects.create(cluster=manager, workload=workload, object_kind="Workload",
                                  object_namespace="team-a", object_name="job-sample",
                                  reason="Created", message="created", created_at=timezone.now())
+    priority_class = PriorityClass.objects.create(cluster=manager, name="high-pods", value=10)
+    limit_range = LimitRange.objects.create(
+        cluster=manager, namespace="team-a", name="defaults",
+        limits=[{"type": "Container", "defaultRequest": {"cpu": "500m"}}])
+    runtime_class = RuntimeClass.objects.create(cluster=manager, name="kata", handler="kata",
+                                                overhead={"cpu": "250m"})
     return {"resourceflavor": flavor, "spot": spot, "cohort": cohort, "clusterqueue": cq,
             "localqueue": lq, "workloadpriorityclass": wpc, "job": job, "workload": workload,
-            "event": event}
+            "event": event, "priorityclass": priority_class, "limitrange": limit_range,
+            "runtimeclass": runtime_class}
 
 
 @pytest.fixture
@@ -63,7 +73,7 @@ def admin_browser(client: Client, admin_user: User) -> Client:
 
 
 MODELS = ["resourceflavor", "cohort", "clusterqueue", "localqueue", "workloadpriorityclass",
-          "workload", "job", "event"]
+          "workload", "job", "event", "priorityclass", "limitrange", "runtimeclass"]
 ADDABLE = ["resourceflavor", "cohort", "clusterqueue", "localqueue", "workloadpriorityclass"]
 
 
@@ -83,6 +93,23 @@ def test_changelist_and_change_page_render_for_an_admin(
 @pytest.mark.parametrize("model", ADDABLE)
 def test_add_page_renders_for_an_admin(admin_browser: Client, manager: Cluster, model: str) -> None:
     assert admin_browser.get(reverse(f"admin:scheduling_{model}_add")).status_code == 200
+
+
+@pytest.mark.parametrize("model", ["priorityclass", "limitrange", "runtimeclass"])
+def test_the_clusters_own_objects_are_read_only_here(
+    admin_browser: Client, objects: dict[str, Any], model: str
+) -> None:
+    """Applied (simulated cluster) or mirrored (Kubernetes cluster), never edited here."""
+    obj = objects[model]
+    assert admin_browser.get(reverse(f"admin:scheduling_{model}_add")).status_code == 403
+    assert admin_browser.get(reverse(f"admin:scheduling_{model}_delete",
+                                     args=[obj.pk])).status_code == 403
+    changed = admin_browser.post(reverse(f"admin:scheduling_{model}_change", args=[obj.pk]),
+                                 {"name": "renamed", "value": "99", "handler": "runc"})
+    assert changed.status_code == 403
+    version = obj.resource_version
+    obj.refresh_from_db()
+    assert obj.resource_version == version
 
 
 @pytest.mark.parametrize("model", ["workload", "job", "event"])

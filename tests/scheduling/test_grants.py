@@ -17,7 +17,14 @@ from kueueweb.models import NamespaceGrant
 from multicluster.models import Cluster
 from scheduling import jobframework, services
 from scheduling.manifests.yamlio import dump_documents
-from scheduling.models import ClusterQueue, Job, LocalQueue, Workload, WorkloadPriorityClass
+from scheduling.models import (
+    ClusterQueue,
+    Job,
+    LocalQueue,
+    PriorityClass,
+    Workload,
+    WorkloadPriorityClass,
+)
 from tests.fixtures.accounts import ui_client_for
 
 pytestmark = pytest.mark.django_db
@@ -221,6 +228,28 @@ def test_the_grant_limits_the_priority_classes(
     labelled = job(**{jobframework.PRIORITY_CLASS_LABEL: "low"})
     assert operator_client.post(jobs_url("team-a"), labelled, format="json").status_code == 201
     assert not Workload.objects.filter(priority=MAX_INT32).exists()
+
+
+def test_the_grant_limits_a_jobs_pod_priority_class(
+    operator: User, operator_client: APIClient, domain: Cluster
+) -> None:
+    """The template's PriorityClass gives the Workload its value (Kueue ``ExtractPriority``),
+    so the grant's allowed classes bound it as they bound the label."""
+    PriorityClass.objects.create(cluster=domain, name="urgent", value=1_000_000)
+    PriorityClass.objects.create(cluster=domain, name="low", value=5)
+    NamespaceGrant.objects.filter(user=operator).update(allowed_priority_classes="low")
+    pod_spec = {"priorityClassName": "urgent", "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox",
+                                "resources": {"requests": {"cpu": "1"}}}]}
+    response = operator_client.post(jobs_url("team-a"), job(pod_spec=pod_spec), format="json")
+    assert response.status_code == 400
+    assert response.json() == {"spec.template.spec.priorityClassName": [
+        "PriorityClass 'urgent' may not be used in namespace 'team-a' (allowed: low)"]}
+    assert not Workload.objects.exists()
+    pod_spec["priorityClassName"] = "low"
+    assert operator_client.post(jobs_url("team-a"), job(pod_spec=pod_spec),
+                                format="json").status_code == 201
+    assert Workload.objects.get().priority == 5
 
 
 def test_an_operator_may_not_patch_a_raw_priority_in(

@@ -60,6 +60,41 @@ def test_pods_follow_the_flavor_node_labels_and_tolerations(
     assert pods[0].tolerations == [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
 
 
+def test_pods_take_the_room_kubernetes_admission_gives_them(
+    make_queue: Callable[..., ClusterQueue], reconcilers: Reconcilers, manager: Cluster,
+    t0: datetime,
+) -> None:
+    """A pod is placed by its requests as Kubernetes' LimitRanger and RuntimeClass admission
+    leave them: the namespace's default request and the RuntimeClass's overhead. A gang of
+    two such pods does not fit a 2-CPU node, though their containers ask for no CPU."""
+    from scheduling.manifests.apply import apply_manifests
+
+    Node.objects.filter(cluster=manager).delete()
+    Node.objects.create(cluster=manager, name="small", capacity={"cpu": "2"})
+    make_queue("cq", {"cpu": "10"})
+    apply_manifests([
+        {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "d", "namespace": "ns"},
+         "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "1"}}]}},
+        {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "kata"},
+         "handler": "kata", "overhead": {"podFixed": {"cpu": "500m"}}},
+    ])
+    manifest = job_manifest("j", "lq-cq", parallelism=2)
+    spec = manifest["spec"]["template"]["spec"]
+    spec["containers"][0]["resources"] = {}
+    spec["runtimeClassName"] = "kata"
+    job = services.submit_job(manifest, namespace="ns")
+    reconcilers.step(t0)
+
+    assert Workload.objects.get(job=job).phase == WorkloadPhase.ADMITTED
+    pods = list(Pod.objects.filter(job=job))
+    assert [pod.requests for pod in pods] == [{"cpu": "1500m"}, {"cpu": "1500m"}]
+    assert [pod.node_name for pod in pods] == ["", ""]
+    Node.objects.filter(cluster=manager, name="small").update(capacity={"cpu": "3"})
+    reconcilers.step(t0 + timedelta(seconds=1))
+    assert sorted(Pod.objects.filter(job=job).values_list("node_name", flat=True)) == [
+        "small", "small"]
+
+
 def test_preempted_workload_keeps_quota_until_its_pods_are_gone(
     make_queue: Callable[..., ClusterQueue], reconcilers: Reconcilers, manager: Cluster,
     t0: datetime,

@@ -379,8 +379,9 @@ def test_priority_class_comes_from_the_label_else_the_first_template_naming_one(
     manager: Cluster, user_queue: ClusterQueue,
 ) -> None:
     from scheduling import services
-    from scheduling.models import WorkloadPriorityClass
+    from scheduling.models import PriorityClass, WorkloadPriorityClass
 
+    PriorityClass.objects.create(cluster=manager, name="high-pods", value=300)
     manifest = make_jobset(replicated("driver"), replicated("workers"), name="ranked")
     manifest["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"][
         "priorityClassName"] = "high-pods"
@@ -390,7 +391,7 @@ def test_priority_class_comes_from_the_label_else_the_first_template_naming_one(
     from_template = Workload.objects.get(job=services.submit_job(manifest, namespace="default"))
 
     assert (from_template.priority_class_name, from_template.priority_class_source,
-            from_template.priority) == ("high-pods", jobframework.POD_PRIORITY_CLASS_SOURCE, 0)
+            from_template.priority) == ("high-pods", jobframework.POD_PRIORITY_CLASS_SOURCE, 300)
 
     WorkloadPriorityClass.objects.create(cluster=manager, name="urgent", value=500)
     labelled = copy.deepcopy(manifest)
