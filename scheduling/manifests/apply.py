@@ -24,7 +24,13 @@ from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from multicluster.choices import ClusterRole
-from multicluster.manifests import ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, NODE
+from multicluster.manifests import (
+    ADMISSION_CHECK,
+    MULTIKUEUE_CLUSTER,
+    MULTIKUEUE_CONFIG,
+    NODE,
+    PROVISIONING_REQUEST_CONFIG,
+)
 from multicluster.models import Cluster, MultiKueueConfig
 from scheduling.manifests.codec import (
     API_GROUP,
@@ -54,7 +60,8 @@ KINDS: dict[str, Kind[Any]] = {
     kind.kind: kind
     for kind in (
         RESOURCE_FLAVOR, COHORT, CLUSTER_QUEUE, LOCAL_QUEUE, WORKLOAD_PRIORITY_CLASS,
-        ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, NODE,
+        ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, PROVISIONING_REQUEST_CONFIG,
+        NODE,
     )
 }
 # Kinds of Kubernetes' core group: printed "node/n1", not "node.kueue.x-k8s.io/n1".
@@ -278,7 +285,8 @@ def _write(codec: Kind[Any], manifest: Manifest, obj: Any, ctx: WriteContext,
 
 
 # Kinds whose changes can let a parked workload fit, or make it need another queue.
-_QUOTA_KINDS = {"ResourceFlavor", "Cohort", "LocalQueue", "AdmissionCheck", "MultiKueueConfig"}
+_QUOTA_KINDS = {"ResourceFlavor", "Cohort", "LocalQueue", "AdmissionCheck", "MultiKueueConfig",
+                "ProvisioningRequestConfig"}
 
 
 def _requeue_after_change(
