@@ -35,6 +35,7 @@ from django.db.models import F, Q
 from kueueweb import live, reconcile
 from scheduling.cache.snapshots import epoch as _epoch
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
+from scheduling.core import admission_checks
 from scheduling.core import lifecycle as core
 from scheduling.jobframework.constants import WAITING_FOR_REPLACEMENT_PODS, WORKLOAD_ON_HOLD
 from scheduling.jobframework.interface import JobReport
@@ -169,17 +170,8 @@ def evict(
     workload, which holds none. ``changes`` are written in the same update.
     """
     conditions = cond.set_condition(wl.conditions, "Evicted", True, reason, message, now=now)
-    checks = []
-    for check in wl.admission_check_states or ():
-        check = dict(check)
-        if check.get("state") != "Pending":
-            previous = check.get("state")
-            if previous == "Retry":
-                check["retryCount"] = int(check.get("retryCount", 0)) + 1
-            check["state"] = "Pending"
-            check["message"] = f"Reset to Pending after eviction. Previously: {previous}"
-            check["lastTransitionTime"] = cond.timestamp(now)
-        checks.append(check)
+    checks = admission_checks.reset_on_eviction(wl.admission_check_states or (),
+                                                cond.timestamp(now))
     stats = dict(wl.scheduling_stats or {})
     evictions = [dict(e) for e in stats.get("evictions", ())]
     for entry in evictions:
@@ -207,7 +199,8 @@ def release_stopped(wl: Workload, *, now: datetime) -> bool:
     row = {"id": wl.pk, "conditions": wl.conditions, "resource_version": wl.resource_version,
            "cluster_queue_id": wl.cluster_queue_id, "active": wl.active,
            "created_at": wl.created_at, "requeue_at": wl.requeue_at,
-           "namespace": wl.namespace, "name": wl.name, "job_id": wl.job_id}
+           "namespace": wl.namespace, "name": wl.name, "job_id": wl.job_id,
+           "admission_check_states": wl.admission_check_states}
     if not admission.release_quota(domain_of(wl), row, now=now):
         return False
     if wl.cluster_queue_id is not None:
