@@ -92,7 +92,8 @@ RULES = [
         obj("Topology", "default", {"levels": []}),
         {"kind": ['Unsupported value: "Topology": kueueweb applies "ResourceFlavor", "Cohort", '
                   '"ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "AdmissionCheck", '
-                  '"MultiKueueCluster", "MultiKueueConfig", "Node"']},
+                  '"MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig", '
+                  '"Node"']},
     ),
     RuleCase("a Kubernetes kind of another group", {"apiVersion": "batch/v1", "kind": "Job",
                                                      "metadata": {"name": "j"}},
