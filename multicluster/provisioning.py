@@ -52,6 +52,9 @@ _RESERVED = (WorkloadPhase.QUOTA_RESERVED, WorkloadPhase.ADMITTED)
 class Requests(Protocol):
     """The ProvisioningRequests of a cluster, as ``autoscaling.x-k8s.io/v1`` objects."""
 
+    # Why the cluster cannot take requests (its API does not serve them), or None.
+    unserved: str | None
+
     def owned(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """Every request kueueweb made on the cluster, by (namespace, owning workload)."""
 
@@ -90,7 +93,13 @@ def config_of(config: ProvisioningRequestConfig) -> core.Config:
     )
 
 
-def _checks(cluster_id: int, *, now: datetime) -> dict[str, core.Config | None]:
+# The check's Active reason when the cluster does not serve ProvisioningRequests (Kueue
+# does not run its controller then, so no check of it becomes active).
+NOT_SERVED = "ProvisioningRequestNotServed"
+
+
+def _checks(cluster_id: int, unserved: str | None, *,
+            now: datetime) -> dict[str, core.Config | None]:
     """The domain's ProvisioningRequest checks and their configs (None: not active), their
     ``Active`` conditions brought up to date."""
     configs = {c.name: c for c in ProvisioningRequestConfig.objects.filter(cluster_id=cluster_id)}
@@ -99,6 +108,8 @@ def _checks(cluster_id: int, *, now: datetime) -> dict[str, core.Config | None]:
     for check in AdmissionCheck.objects.filter(cluster_id=cluster_id,
                                                controller_name=PROVISIONING_CONTROLLER_NAME):
         status, reason, message = core.active_condition(check.parameters, frozenset(configs))
+        if unserved and status == "True":
+            status, reason, message = "False", NOT_SERVED, unserved
         conditions = cond.set_condition(check.conditions, "Active", status == "True", reason,
                                         message, now=now)
         if conditions != check.conditions:
@@ -117,7 +128,7 @@ def sync_provisioning(cluster_id: int, requests: Requests, *, now: datetime) -> 
     """One pass of the controller over the domain ``cluster_id`` and its cluster's
     ``requests``."""
     outcome = ProvisioningOutcome()
-    checks = _checks(cluster_id, now=now)
+    checks = _checks(cluster_id, requests.unserved, now=now)
     owned = requests.owned()
     if not checks and not owned:
         return outcome

@@ -47,6 +47,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from kueueweb import live
+from multicluster import provisioning
 from multicluster.choices import ConnectionType
 from multicluster.kube import connection
 from multicluster.kube.backend import (
@@ -70,6 +71,7 @@ from multicluster.kube.manifests import (
     reduce_job,
     remote_object,
 )
+from multicluster.kube.provisioning import KubeRequests
 from multicluster.models import Cluster
 from scheduling import job_reconciler as reconciler
 from scheduling.choices import EventType, WorkloadPhase
@@ -281,6 +283,7 @@ class _Pass:
 
     def run(self) -> None:
         self.observe()
+        self._provision()
         candidates = self._candidates()
         self._delete_orphans(candidates)
         for job in candidates:
@@ -299,6 +302,18 @@ class _Pass:
             if self.events or self.outcome.changed:
                 live.notify(self.cluster.pk)
         self._drop_tombstones()
+
+    def _provision(self) -> None:
+        """The ProvisioningRequest admission check on this cluster's autoscaler, before the
+        jobs: a check made Ready now lets its job start in this pass."""
+        try:
+            requests = KubeRequests(self.backend, origin=origin(),
+                                    create_namespaces=self.cluster.create_namespaces)
+            provisioning.sync_provisioning(self.cluster_id, requests, now=self.now)
+        except KubeApiError as exc:
+            # A refused call must not hold up the jobs; the next pass tries again.
+            logger.warning("cluster %s: syncing ProvisioningRequests failed: %s",
+                           self.cluster.name, exc)
 
     def _drop_tombstones(self) -> None:
         for kind in self.kinds.values():

@@ -42,6 +42,8 @@ NODE_MAX_PODS = "110"
 class SimulatedRequests:
     """A simulated cluster's requests, for ``multicluster.provisioning.sync_provisioning``."""
 
+    unserved: str | None = None
+
     def __init__(self, cluster: Cluster, *, now: datetime) -> None:
         self.cluster, self.now = cluster, now
 
