@@ -748,12 +748,52 @@ def required_checks(
     specs: snapshots.DomainSpecs, cluster_queue: str, admission: Admission
 ) -> list[str]:
     """Checks the queue requires for the assigned flavors (Kueue AdmissionChecksForWorkload)."""
-    assigned = {f for ps in admission.pod_sets for f in ps.flavors.values()}
+    return checks_for_flavors(specs, cluster_queue,
+                              {f for ps in admission.pod_sets for f in ps.flavors.values()})
+
+
+def checks_for_flavors(specs: snapshots.DomainSpecs, cluster_queue: str,
+                       assigned: set[str]) -> list[str]:
+    """The checks of ``cluster_queue`` that apply to a workload assigned these flavors: those
+    for every flavor, and those whose ``onFlavors`` names one of them."""
     names = [
         name for name, on_flavors in specs.admission_checks.get(cluster_queue, [])
         if not on_flavors or assigned.intersection(on_flavors)
     ]
     return sorted(set(names))
+
+
+def sync_required_checks(cluster_id: int, *, now: datetime) -> list[str]:
+    """Kueue's workload controller (``reconcileSyncAdmissionChecks``) for the domain's
+    workloads holding quota and waiting for their checks: a check the cluster queue now
+    requires for their flavors is added as Pending, one it no longer requires goes; with
+    every remaining check Ready (or none left) the workload is admitted. Returns the
+    ``namespace/name`` of the workloads changed."""
+    specs = snapshots.load_domain_specs(cluster_id)
+    changed: list[str] = []
+    rows = Workload.objects.filter(cluster_id=cluster_id, phase=WorkloadPhase.QUOTA_RESERVED)
+    for wl in rows.order_by("namespace", "name"):
+        admission = wl.admission or {}
+        cq = str(admission.get("clusterQueue", ""))
+        if cond.is_true(wl.conditions, "Evicted") or cq not in specs.cluster_queue_ids:
+            continue
+        assigned = {str(f) for ps in admission.get("podSetAssignments") or ()
+                    for f in (ps.get("flavors") or {}).values()}
+        states = list(wl.admission_check_states or ())
+        wanted = admission_checks.sync_required(states, checks_for_flavors(specs, cq, assigned),
+                                                cond.timestamp(now))
+        if wanted == states:
+            continue
+        with transaction.atomic():
+            updated = Workload.objects.filter(
+                pk=wl.pk, resource_version=wl.resource_version).update(
+                admission_check_states=wanted, resource_version=F("resource_version") + 1)
+            if updated != 1:
+                continue  # changed meanwhile: the next pass looks again
+            changed.append(f"{wl.namespace}/{wl.name}")
+            if all(s.get("state") == "Ready" for s in wanted):
+                set_admission_check_states(wl.pk, [], now=now)
+    return changed
 
 
 def _reservation(
@@ -1516,7 +1556,7 @@ def set_admission_check_states(
                 wl.requeue_state = {**(wl.requeue_state or {}),
                                     "requeueAt": cond.timestamp(retry_at)}
                 changed += ["requeue_at", "requeue_state"]
-        elif (states and all(s["state"] == "Ready" for s in states)
+        elif (all(s["state"] == "Ready" for s in states)
               and wl.phase == WorkloadPhase.QUOTA_RESERVED):
             wl.phase = WorkloadPhase.ADMITTED
             wl.conditions = cond.set_condition(wl.conditions, "Admitted", True, "Admitted",

@@ -78,6 +78,8 @@ class LifecycleOutcome:
     evicted: list[str] = field(default_factory=list)
     deactivated: list[str] = field(default_factory=list)
     requeued: list[str] = field(default_factory=list)
+    # Workloads holding quota whose admission checks followed their cluster queue's.
+    checks_synced: list[str] = field(default_factory=list)
     # The next moment something here becomes due (a timeout, the end of a back-off).
     next_deadline: datetime | None = None
 
@@ -314,7 +316,11 @@ def run_lifecycle(cluster_id: int, *, now: datetime, rng: random.Random | None =
             _check_admitted(cluster_id, config, now=now, rng=rng, events=events,
                             outcome=outcome)
             _requeue_pending(cluster_id, now=now, events=events, outcome=outcome)
+        # A cluster queue's checks changed since a reservation: the workload follows.
+        outcome.checks_synced = admission.sync_required_checks(cluster_id, now=now)
         Event.objects.bulk_create(events)
+        if outcome.checks_synced:
+            reconcile.request_cluster_sync(cluster_id)  # an admitted job starts
         if outcome.evicted or outcome.deactivated or outcome.requeued:
             admission.request_admission(cluster_id)
         elif events:

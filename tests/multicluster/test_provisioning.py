@@ -309,3 +309,35 @@ def test_a_check_on_flavors_applies_only_to_workloads_assigned_those_flavors(
     reconcilers.step(t0 + timedelta(seconds=DELAY + 1))
     on_demand.refresh_from_db()
     assert on_demand.phase == WorkloadPhase.ADMITTED
+
+
+def test_a_reserved_workload_follows_its_queues_checks_as_they_change(
+    make_queue: Callable[..., ClusterQueue], reconcilers: Reconcilers, manager: Cluster,
+    t0: datetime,
+) -> None:
+    cq = provisioning_setup(manager, make_queue,
+                            provisioning_class="check-capacity.autoscaling.x-k8s.io")
+    job = services.submit_job(job_manifest("j", "lq-cq"), namespace="ns")
+    reconcilers.step(t0)
+    wl = Workload.objects.get(job=job)
+    assert [(s["name"], s["state"]) for s in wl.admission_check_states] == [("prov", "Pending")]
+
+    # A manual check joins the queue: the workload waits for it too.
+    apply_manifests([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck",
+                      "metadata": {"name": "approval"},
+                      "spec": {"controllerName": "kueueweb.io/manual"}}], cluster=manager)
+    cq.admission_checks = [{"name": "approval"}, {"name": "prov"}]
+    cq.save()
+    reconcilers.step(t0 + timedelta(seconds=1))
+    wl.refresh_from_db()
+    assert [(s["name"], s["state"]) for s in wl.admission_check_states] == [
+        ("approval", "Pending"), ("prov", "Pending")]
+
+    # Both go: the workload has nothing left to wait for and is admitted.
+    cq.admission_checks = []
+    cq.save()
+    reconcilers.step(t0 + timedelta(seconds=2))
+    wl.refresh_from_db()
+    assert wl.admission_check_states == []
+    assert wl.phase == WorkloadPhase.ADMITTED
+    assert not ProvisioningRequest.objects.exists()
