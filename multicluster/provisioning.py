@@ -223,8 +223,14 @@ def _create(wl: Workload, check: str, config: core.Config, attempt: int,
     """The request of ``attempt`` and its pod templates: one per (merged) pod set, the
     admission's node selector and tolerations merged in, limits as missing requests."""
     name = core.request_name(wl.name, check, attempt)
-    merged = core.merge_pod_sets(wl.pod_sets or (), assignments, config.managed_resources,
-                                 config.pod_set_merge_policy)
+    try:
+        merged = core.merge_pod_sets(wl.pod_sets or (), assignments, config.managed_resources,
+                                     config.pod_set_merge_policy)
+    except ValueError as exc:
+        # A pod set without an assignment: Kueue reports it and retries; so does the pass.
+        logger.warning("workload %s/%s: no ProvisioningRequest for check %s: %s",
+                       wl.namespace, wl.name, check, exc)
+        return
     infos = {info.name: info for info in job_reconciler.pod_set_infos(
         wl.cluster_id, wl, elastic_job=False)}  # type: ignore[arg-type]  # non-null key
     templates: dict[str, dict[str, Any]] = {}

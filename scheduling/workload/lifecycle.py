@@ -7,7 +7,9 @@ Kueue mapping (``pkg/controller/core/workload_controller.go`` and
   deactivation (``spec.active=false`` evicts), the PodsReady timeout (eviction with
   ``PodsReadyTimeout`` and a requeue back-off, or deactivation past ``backoffLimitCount``),
   the maximum execution time (deactivation), the end of a back-off (``BackoffFinished``),
-  reactivation (``Reactivated``) and the stop policies of queues (``HoldAndDrain``).
+  reactivation (``Reactivated``), the stop policies of queues (``HoldAndDrain``), and the
+  admission checks of workloads holding quota kept to their cluster queue's
+  (``admission.sync_required_checks``).
 - ``sync_job_status`` is the job reconciler's part, fed by the cluster a job runs on (the
   simulated cluster, or a Kubernetes cluster): the PodsReady condition, dynamic reclaim
   (``reclaimablePods``) and finishing.
