@@ -18,7 +18,7 @@ from multicluster.models import AdmissionCheck, Cluster
 from scheduling import services
 from scheduling.choices import WorkloadPhase
 from scheduling.manifests.apply import apply_manifests
-from scheduling.models import ClusterQueue, Job, ResourceFlavor, Workload
+from scheduling.models import ClusterQueue, Event, Job, ResourceFlavor, Workload
 from scheduling.scheduler import admission
 from scheduling.workload import conditions as cond
 from tests.fixtures.scheduling import job_manifest
@@ -162,3 +162,36 @@ def test_without_the_provisioning_request_api_the_check_is_inactive(
     assert "install the ProvisioningRequest CustomResourceDefinition" in active["message"]
     assert Workload.objects.get(job=job).phase == WorkloadPhase.PENDING
     assert kube_api.requests_to("POST", "/apis/autoscaling.x-k8s.io") == []
+
+
+def test_an_expired_booking_after_admission_is_ignored_and_revoked_capacity_deactivates(
+    kube_api: Any, domain: Cluster, t0: datetime,
+) -> None:
+    kube_api.install_provisioning_request_crd()
+    wl = reserve(kube_api, domain, t0)
+    sync_kube_cluster(domain.pk, now=t0)
+    ns, name = kube_api.namespace, f"{wl.name}-prov-1"
+    kube_api.provision_request(ns, name)
+    sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=1))
+    wl.refresh_from_db()
+    assert wl.phase == WorkloadPhase.ADMITTED
+
+    # The job runs: an expired booking changes nothing for an admitted workload.
+    kube_api.expire_booking(ns, name)
+    sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=2))
+    wl.refresh_from_db()
+    assert (wl.phase, wl.active, wl.admission_check_states[0]["state"]) == (
+        WorkloadPhase.ADMITTED, True, "Ready")
+
+    kube_api.revoke_capacity(ns, name)
+    sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=3))
+    wl.refresh_from_db()
+    assert not wl.active
+    evicted = cond.find(wl.conditions, "Evicted")
+    assert evicted is not None
+    assert (evicted["reason"], evicted["message"]) == (
+        "DeactivatedDueToAdmissionCheck", "AdmissionCheck(s) in Rejected state: prov")
+    assert Event.objects.get(workload=wl, reason="AdmissionCheckUpdated",
+                             message__contains="to Rejected").message == (
+        "Admission check prov updated state from Ready to Rejected with message: Capacity for "
+        "the Provisioning Request was revoked")
