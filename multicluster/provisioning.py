@@ -204,7 +204,13 @@ def _sync_workload(wl: Workload, checks: Mapping[str, core.Config | None],
             requests.delete(wl.namespace, _name(stale))
             outcome.deleted.append(f"{wl.namespace}/{_name(stale)}")
     if updates:
-        admission.set_admission_check_states(wl.pk, updates, now=now)
+        try:
+            admission.set_admission_check_states(wl.pk, updates, now=now)
+        except admission.AdmissionCheckError as exc:
+            # A request whose pod sets are not the workload's (changed by hand): nothing is
+            # written, and the pass goes on with the other workloads.
+            logger.warning("workload %s/%s: %s: %s", wl.namespace, wl.name, exc.path, exc)
+            return
         outcome.updated.append(f"{wl.namespace}/{wl.name}")
     Event.objects.bulk_create(events)
     for name, config in sorted(checks.items()):

@@ -341,3 +341,24 @@ def test_a_reserved_workload_follows_its_queues_checks_as_they_change(
     assert wl.admission_check_states == []
     assert wl.phase == WorkloadPhase.ADMITTED
     assert not ProvisioningRequest.objects.exists()
+
+
+def test_a_request_changed_by_hand_is_not_taken_and_the_pass_goes_on(
+    make_queue: Callable[..., ClusterQueue], reconcilers: Reconcilers, manager: Cluster,
+    t0: datetime,
+) -> None:
+    provisioning_setup(manager, make_queue,
+                       provisioning_class="check-capacity.autoscaling.x-k8s.io")
+    job = services.submit_job(job_manifest("j", "lq-cq"), namespace="ns")
+    reconcilers.step(t0)
+    request = ProvisioningRequest.objects.get()
+    request.spec = {**request.spec, "podSets": [{"podTemplateRef": {"name": "someone-elses"},
+                                                 "count": 1}]}
+    request.status = {"conditions": [{"type": "Provisioned", "status": "True",
+                                      "message": "done"}]}
+    request.save()
+
+    reconcilers.step(t0 + timedelta(seconds=1))
+
+    wl = Workload.objects.get(job=job)
+    assert (wl.phase, check_state(wl)["state"]) == (WorkloadPhase.QUOTA_RESERVED, "Pending")
