@@ -37,7 +37,7 @@ from multicluster.choices import PROVISIONING_CONTROLLER_NAME
 from multicluster.core import provisioning as core
 from multicluster.models import AdmissionCheck, ProvisioningRequestConfig
 from scheduling import job_reconciler
-from scheduling.choices import WorkloadPhase
+from scheduling.choices import EventType, WorkloadPhase
 from scheduling.jobframework import merge_into_template
 from scheduling.models import Event, Workload
 from scheduling.scheduler import admission
@@ -60,10 +60,15 @@ class Requests(Protocol):
 
     def create(self, wl: Workload, request: Mapping[str, Any],
                templates: Mapping[str, Mapping[str, Any]]) -> None:
-        """Create ``request`` and the pod templates (by name) its pod sets name."""
+        """Create ``request`` and the pod templates (by name) its pod sets name; raises
+        ``RequestRefused`` when the cluster refuses them."""
 
     def delete(self, namespace: str, name: str) -> None:
         """Delete a request (its pod templates go with it)."""
+
+
+class RequestRefused(Exception):
+    """The cluster refused a request or one of its PodTemplates (the message says why)."""
 
 
 @dataclass
@@ -259,7 +264,17 @@ def _create(wl: Workload, check: str, config: core.Config, attempt: int,
                  "parameters": core.request_parameters(config, wl.annotations or {}),
                  "podSets": pod_sets},
     }
-    requests.create(wl, request, templates)
+    try:
+        requests.create(wl, request, templates)
+    except RequestRefused as exc:
+        # Kueue's handleError: a Warning event, and the reason on the check, which stays
+        # Pending; the next pass tries again.
+        message = f'Error creating ProvisioningRequest "{name}": {exc}'
+        Event.objects.create(**lifecycle.workload_event_row(
+            wl, "FailedCreate", message[:1024], now=now, type_=EventType.WARNING))
+        admission.set_admission_check_states(
+            wl.pk, [{"name": check, "state": "Pending", "message": message}], now=now)
+        return
     Event.objects.create(**lifecycle.workload_event_row(
         wl, "ProvisioningRequestCreated", f'Created ProvisioningRequest: "{name}"', now=now))
     outcome.created.append(f"{wl.namespace}/{name}")

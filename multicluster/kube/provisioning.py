@@ -18,6 +18,7 @@ from multicluster.core import provisioning as core
 from multicluster.kube.backend import KubeBackend
 from multicluster.kube.errors import KubeApiError
 from multicluster.kube.manifests import ORIGIN_LABEL
+from multicluster.provisioning import RequestRefused
 from scheduling.models import Workload
 
 GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
@@ -71,7 +72,7 @@ class KubeRequests:
                                      {**request, "metadata": metadata})
         except KubeApiError as exc:
             if not exc.conflict:
-                raise
+                raise RequestRefused(str(exc)) from exc
             # An earlier pass created it and did not see it listed yet.
             created = self.kube.call(self.kube.custom.get_namespaced_custom_object, GROUP,
                                      VERSION, namespace, PLURAL, str(metadata["name"]))
@@ -90,7 +91,7 @@ class KubeRequests:
                                namespace, POD_TEMPLATES, body)
             except KubeApiError as exc:
                 if not exc.conflict:
-                    raise
+                    raise RequestRefused(str(exc)) from exc
 
     def delete(self, namespace: str, name: str) -> None:
         try:

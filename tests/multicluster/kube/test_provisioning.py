@@ -195,3 +195,32 @@ def test_an_expired_booking_after_admission_is_ignored_and_revoked_capacity_deac
                              message__contains="to Rejected").message == (
         "Admission check prov updated state from Ready to Rejected with message: Capacity for "
         "the Provisioning Request was revoked")
+
+
+def test_a_refused_request_is_reported_on_the_check_and_made_at_the_next_pass(
+    kube_api: Any, domain: Cluster, t0: datetime,
+) -> None:
+    kube_api.install_provisioning_request_crd()
+    kube_api.forbidden.add("provisioningrequests:create")
+    wl = reserve(kube_api, domain, t0)
+    sync_kube_cluster(domain.pk, now=t0)
+
+    wl.refresh_from_db()
+    name = f"{wl.name}-prov-1"
+    message = (f'Error creating ProvisioningRequest "{name}": 403 Forbidden: '
+               'provisioningrequests is forbidden: User "system:serviceaccount:kueue-system:'
+               'test" cannot create resource "provisioningrequests"')
+    state = wl.admission_check_states[0]
+    assert (state["state"], state["message"]) == ("Pending", message)
+    event = Event.objects.get(workload=wl, reason="FailedCreate")
+    assert (event.type, event.message) == ("Warning", message)
+    assert kube_api.objects("provisioningrequests", kube_api.namespace) == []
+
+    kube_api.forbidden.clear()
+    sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=1))
+    assert [r["metadata"]["name"] for r in kube_api.objects(
+        "provisioningrequests", kube_api.namespace)] == [name]
+    # Once the request exists, the error no longer holds: the next pass clears it.
+    sync_kube_cluster(domain.pk, now=t0 + timedelta(seconds=2))
+    wl.refresh_from_db()
+    assert wl.admission_check_states[0]["message"] == ""
