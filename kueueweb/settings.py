@@ -418,6 +418,12 @@ KUEUEWEB: dict[str, Any] = {
     "SIMULATION_START_DELAY_SECONDS": env_int("KUEUEWEB_SIMULATION_START_DELAY_SECONDS", 5),
     "SIMULATION_DEFAULT_RUN_SECONDS": env_int("KUEUEWEB_SIMULATION_DEFAULT_RUN_SECONDS", 60),
     "GANG_SCHEDULING_TIMEOUT_SECONDS": env_int("KUEUEWEB_GANG_SCHEDULING_TIMEOUT_SECONDS", 300),
+    # The simulated cluster autoscaler: how long a ProvisioningRequest takes to be
+    # provisioned, and the most nodes it adds for one request (more fails the request).
+    "SIMULATION_PROVISIONING_DELAY_SECONDS": env_int(
+        "KUEUEWEB_SIMULATION_PROVISIONING_DELAY_SECONDS", 10),
+    "SIMULATION_PROVISIONING_MAX_NODES": env_int(
+        "KUEUEWEB_SIMULATION_PROVISIONING_MAX_NODES", 100),
     # The simulated cluster a fresh install starts with.
     "DEFAULT_NODE_COUNT": env_int("KUEUEWEB_DEFAULT_NODE_COUNT", 4),
     "DEFAULT_NODE_CPU": env_str("KUEUEWEB_DEFAULT_NODE_CPU", "16"),

@@ -40,6 +40,7 @@ from kueueweb.admin import (
 from multicluster import admission
 from multicluster.choices import ClusterRole, ConnectionType, PodPhase
 from multicluster.kubeconfig import MAX_KUBECONFIG_BYTES, KubeconfigInvalid, read_kubeconfig
+from multicluster.manifests import PROVISIONING_REQUEST_CONFIG
 from multicluster.models import (
     AdmissionCheck,
     Cluster,
@@ -48,6 +49,7 @@ from multicluster.models import (
     Node,
     Pod,
     PodGroup,
+    ProvisioningRequestConfig,
 )
 from multicluster.simulated import faults
 from scheduling.admin import (
@@ -57,6 +59,7 @@ from scheduling.admin import (
     count_of,
     pretty_json,
 )
+from scheduling.manifests.codec import Reader
 from scheduling.validators import validate_dns1123_subdomain, validate_quantity
 
 # Kueue: MultiKueueConfig.spec.clusters has 1..20 unique entries.
@@ -387,6 +390,54 @@ class MultiKueueConfigAdmin(DomainObjectAdmin):
     @admin.display(description="worker clusters (in order)")
     def cluster_list(self, obj: MultiKueueConfig) -> str:
         return ", ".join(obj.clusters or []) or "-"
+
+
+class ProvisioningRequestConfigForm(ModelForm):
+    """Checked by the manifest codec, as apply and the API check it (Kueue's rules)."""
+
+    class Meta:
+        model = ProvisioningRequestConfig
+        fields = ["cluster", "name", "provisioning_class_name", "parameters",
+                  "managed_resources", "backoff_limit_count", "backoff_base_seconds",
+                  "backoff_max_seconds", "pod_set_updates_node_selector",
+                  "pod_set_merge_policy"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        spec = {
+            "provisioningClassName": data.get("provisioning_class_name"),
+            "parameters": data.get("parameters") or None,
+            "managedResources": data.get("managed_resources") or None,
+            "retryStrategy": {"backoffLimitCount": data.get("backoff_limit_count"),
+                              "backoffBaseSeconds": data.get("backoff_base_seconds"),
+                              "backoffMaxSeconds": data.get("backoff_max_seconds")},
+            "podSetUpdates": {"nodeSelector": data.get("pod_set_updates_node_selector") or []},
+            "podSetMergePolicy": data.get("pod_set_merge_policy") or None,
+        }
+        reader = Reader()
+        PROVISIONING_REQUEST_CONFIG.read_spec({"spec": spec}, reader)
+        if reader.errors:
+            raise ValidationError([f"{e.path}: {e.message}" for e in reader.errors])
+        return data
+
+
+@admin.register(ProvisioningRequestConfig)
+class ProvisioningRequestConfigAdmin(DomainObjectAdmin):
+    form = ProvisioningRequestConfigForm
+    list_display = ["name", "cluster", "provisioning_class_name", "backoff_limit_count"]
+    list_filter = ["cluster", "provisioning_class_name"]
+    search_fields = ["name", "provisioning_class_name"]
+    list_select_related = ["cluster"]
+    fields = ["cluster", "name", "provisioning_class_name", "parameters", "managed_resources",
+              "backoff_limit_count", "backoff_base_seconds", "backoff_max_seconds",
+              "pod_set_updates_node_selector", "pod_set_merge_policy",
+              "uid", "resource_version", "created_at", "updated_at"]
+
+    def save_related(self, request: HttpRequest, form: ModelForm, formsets: Any,
+                     change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        # Its checks' Active condition follows in the cluster's next pass.
+        reconcile.request_cluster_sync(form.instance.cluster_id)
 
 
 # --- simulated clusters: nodes, pods, pod groups, fault injection ------------------------------

@@ -32,6 +32,8 @@ class DispatchState(models.TextChoices):
 
 
 MULTIKUEUE_CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"
+# Kueue's ProvisioningRequest admission check (cluster-autoscaler's ProvisioningRequest).
+PROVISIONING_CONTROLLER_NAME = "kueue.x-k8s.io/provisioning-request"
 # An admission check with this controller is set Ready/Retry/Rejected by hand (API or admin).
 MANUAL_CONTROLLER_NAME = "kueueweb.io/manual"
 
@@ -43,3 +45,10 @@ class PodPhase(models.TextChoices):
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+
+
+class PodSetMergePolicy(models.TextChoices):
+    """ProvisioningRequestConfig spec.podSetMergePolicy."""
+
+    IDENTICAL_POD_TEMPLATES = "IdenticalPodTemplates"
+    IDENTICAL_WORKLOAD_SCHEDULING_REQUIREMENTS = "IdenticalWorkloadSchedulingRequirements"

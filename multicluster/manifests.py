@@ -1,5 +1,5 @@
 """Kueue manifests of the multicluster kinds (AdmissionCheck, MultiKueueConfig,
-MultiKueueCluster), the core/v1 Node of a simulated cluster and the REST shape of a kueueweb
+MultiKueueCluster, ProvisioningRequestConfig), the core/v1 Node of a simulated cluster and the REST shape of a kueueweb
 Cluster, on the codec of ``scheduling.manifests.codec``.
 
 A MultiKueueCluster becomes a worker ``Cluster``. Kueue reads the worker's kubeconfig from a
@@ -20,7 +20,13 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
 from kueueweb import reconcile
-from multicluster.choices import ClusterRole, ConnectionType, Dispatcher, PodPhase
+from multicluster.choices import (
+    ClusterRole,
+    ConnectionType,
+    Dispatcher,
+    PodPhase,
+    PodSetMergePolicy,
+)
 from multicluster.kubeconfig import KubeconfigInvalid, read_kubeconfig
 from multicluster.models import (
     AdmissionCheck,
@@ -29,6 +35,7 @@ from multicluster.models import (
     MultiKueueConfig,
     Node,
     Pod,
+    ProvisioningRequestConfig,
 )
 from scheduling.api.base import object_metadata
 from scheduling.manifests.codec import (
@@ -164,6 +171,148 @@ class MultiKueueConfigKind(Kind[MultiKueueConfig]):
         return obj
 
 
+# --- ProvisioningRequestConfig ---------------------------------------------------------------
+
+MAX_PARAMETERS = 100
+MAX_PARAMETER_LENGTH = 255
+MAX_MANAGED_RESOURCES = 100
+MAX_NODE_SELECTOR_UPDATES = 8
+RETRY_DEFAULTS = {"backoffLimitCount": 3, "backoffBaseSeconds": 60, "backoffMaxSeconds": 1800}
+# A nodeSelector key: an optional DNS subdomain prefix and "/", then a qualified name part.
+_NODE_SELECTOR_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+
+
+class ProvisioningRequestConfigKind(Kind[ProvisioningRequestConfig]):
+    """Kueue's ProvisioningRequestConfig: what the ProvisioningRequest admission check asks
+    the cluster autoscaler for. Its checks become Active once it exists."""
+
+    kind = "ProvisioningRequestConfig"
+    plural = "provisioningrequestconfigs"
+    model = ProvisioningRequestConfig
+
+    def read_spec(self, document: Mapping[str, Any], r: Reader) -> dict[str, Any]:
+        spec = r.fields(document.get("spec"), "spec", (
+            "provisioningClassName", "parameters", "managedResources", "retryStrategy",
+            "podSetUpdates", "podSetMergePolicy"))
+        result: dict[str, Any] = {
+            "provisioningClassName": r.string(
+                spec.get("provisioningClassName"), "spec.provisioningClassName",
+                required=True, max_length=253, name="subdomain"),
+        }
+        parameters = self._read_parameters(spec.get("parameters"), r)
+        if parameters:
+            result["parameters"] = parameters
+        managed = r.string_list(spec.get("managedResources"), "spec.managedResources",
+                                name="qualified", unique=True, max_items=MAX_MANAGED_RESOURCES)
+        if managed:
+            result["managedResources"] = managed
+        retry = r.fields(spec.get("retryStrategy"), "spec.retryStrategy", tuple(RETRY_DEFAULTS))
+        result["retryStrategy"] = {
+            key: value if (value := r.int32(retry.get(key), f"spec.retryStrategy.{key}"))
+            is not None else default
+            for key, default in RETRY_DEFAULTS.items()
+        }
+        if "podSetUpdates" in spec:
+            updates = r.fields(spec["podSetUpdates"], "spec.podSetUpdates", ("nodeSelector",))
+            result["podSetUpdates"] = {
+                "nodeSelector": self._read_node_selector(updates.get("nodeSelector"), r)}
+        policy = r.string(spec.get("podSetMergePolicy"), "spec.podSetMergePolicy",
+                          choices=PodSetMergePolicy.values)
+        if policy:
+            result["podSetMergePolicy"] = policy
+        return result
+
+    @staticmethod
+    def _read_parameters(value: Any, r: Reader) -> dict[str, str]:
+        path = "spec.parameters"
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            r.error(path, "must be an object of parameter names to values")
+            return {}
+        raw = dict(value)
+        if len(raw) > MAX_PARAMETERS:
+            r.error(path, f"must have at most {MAX_PARAMETERS} properties")
+        parameters: dict[str, str] = {}
+        for key, item in raw.items():
+            if item is None:
+                continue
+            text = r.string(item, join(path, str(key)), max_length=MAX_PARAMETER_LENGTH)
+            if text is not None:
+                parameters[str(key)] = text
+        return parameters
+
+    @staticmethod
+    def _read_node_selector(value: Any, r: Reader) -> list[dict[str, str]]:
+        path = "spec.podSetUpdates.nodeSelector"
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            r.error(path, "must be a list")
+            return []
+        if len(value) > MAX_NODE_SELECTOR_UPDATES:
+            r.error(path, f"must have at most {MAX_NODE_SELECTOR_UPDATES} items")
+        entries: list[dict[str, str]] = []
+        for i, raw in enumerate(value):
+            epath = join(path, i)
+            entry = r.fields(raw, epath, ("key", "valueFromProvisioningClassDetail"))
+            key = r.string(entry.get("key"), join(epath, "key"), required=True, max_length=317)
+            if key is not None and not _NODE_SELECTOR_KEY.match(key):
+                r.error(join(epath, "key"), f'"{key}" is not a valid node selector key')
+                key = None
+            if key is not None and any(e["key"] == key for e in entries):
+                r.error(join(epath, "key"), f'Duplicate value: "{key}"')
+                key = None
+            detail = r.string(entry.get("valueFromProvisioningClassDetail"),
+                              join(epath, "valueFromProvisioningClassDetail"), required=True,
+                              max_length=32768)
+            if key is not None and detail is not None:
+                entries.append({"key": key, "valueFromProvisioningClassDetail": detail})
+        return entries
+
+    def spec_of(self, obj: ProvisioningRequestConfig) -> dict[str, Any]:
+        spec: dict[str, Any] = {"provisioningClassName": obj.provisioning_class_name}
+        if obj.parameters:
+            spec["parameters"] = dict(obj.parameters)
+        if obj.managed_resources:
+            spec["managedResources"] = list(obj.managed_resources)
+        spec["retryStrategy"] = {"backoffLimitCount": obj.backoff_limit_count,
+                                 "backoffBaseSeconds": obj.backoff_base_seconds,
+                                 "backoffMaxSeconds": obj.backoff_max_seconds}
+        if obj.pod_set_updates_node_selector:
+            spec["podSetUpdates"] = {"nodeSelector": list(obj.pod_set_updates_node_selector)}
+        if obj.pod_set_merge_policy:
+            spec["podSetMergePolicy"] = obj.pod_set_merge_policy
+        return spec
+
+    def state_of_manifest(self, manifest: Manifest) -> Any:
+        spec = dict(manifest.spec)
+        if spec.get("podSetUpdates") == {"nodeSelector": []}:
+            spec.pop("podSetUpdates")  # stored as no updates
+        return (spec, manifest.annotations)
+
+    def write(self, manifest: Manifest, obj: ProvisioningRequestConfig | None,
+              ctx: WriteContext) -> ProvisioningRequestConfig:
+        spec = manifest.spec
+        obj = obj or ProvisioningRequestConfig(cluster=ctx.domain, name=manifest.name)
+        obj.provisioning_class_name = spec["provisioningClassName"]
+        obj.parameters = dict(spec.get("parameters") or {})
+        obj.managed_resources = list(spec.get("managedResources") or [])
+        retry = spec.get("retryStrategy") or RETRY_DEFAULTS
+        obj.backoff_limit_count = retry["backoffLimitCount"]
+        obj.backoff_base_seconds = retry["backoffBaseSeconds"]
+        obj.backoff_max_seconds = retry["backoffMaxSeconds"]
+        obj.pod_set_updates_node_selector = list(
+            (spec.get("podSetUpdates") or {}).get("nodeSelector") or [])
+        obj.pod_set_merge_policy = spec.get("podSetMergePolicy", "")
+        obj.save()
+        # Its checks' Active condition follows (the cluster's pass runs the controller).
+        reconcile.request_cluster_sync(ctx.domain.pk)
+        return obj
+
+
 # --- MultiKueueCluster → Cluster -------------------------------------------------------------
 
 
@@ -268,6 +417,7 @@ class MultiKueueClusterKind(Kind[Cluster]):
 ADMISSION_CHECK = AdmissionCheckKind()
 MULTIKUEUE_CONFIG = MultiKueueConfigKind()
 MULTIKUEUE_CLUSTER = MultiKueueClusterKind()
+PROVISIONING_REQUEST_CONFIG = ProvisioningRequestConfigKind()
 
 
 # --- Node (core/v1) ---------------------------------------------------------------------------

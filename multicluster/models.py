@@ -11,7 +11,14 @@ from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
 from multicluster import secrets
-from multicluster.choices import ClusterRole, ConnectionType, Dispatcher, DispatchState, PodPhase
+from multicluster.choices import (
+    ClusterRole,
+    ConnectionType,
+    Dispatcher,
+    DispatchState,
+    PodPhase,
+    PodSetMergePolicy,
+)
 from scheduling.models import DomainObject
 from scheduling.validators import validate_dns1123_subdomain
 
@@ -137,6 +144,65 @@ class MultiKueueConfig(DomainObject):
         constraints = [
             models.UniqueConstraint(fields=["cluster", "name"], name="multikueueconfig_unique_name"),
         ]
+
+
+class ProvisioningRequestConfig(DomainObject):
+    """How a ProvisioningRequest admission check asks for capacity (Kueue
+    ProvisioningRequestConfig, ``kueue.x-k8s.io/v1beta2``)."""
+
+    provisioning_class_name = models.CharField(max_length=253)
+    # spec.parameters: {name: value}, each value at most 255 characters.
+    parameters = models.JSONField(default=dict, blank=True)
+    # spec.managedResources: only pod sets requesting one of these are provisioned.
+    managed_resources = models.JSONField(default=list, blank=True)
+    # spec.retryStrategy, defaults applied.
+    backoff_limit_count = models.IntegerField(default=3)
+    backoff_base_seconds = models.IntegerField(default=60)
+    backoff_max_seconds = models.IntegerField(default=1800)
+    # spec.podSetUpdates.nodeSelector: [{"key": ..., "valueFromProvisioningClassDetail": ...}]
+    pod_set_updates_node_selector = models.JSONField(default=list, blank=True)
+    pod_set_merge_policy = models.CharField(
+        max_length=48, blank=True, choices=PodSetMergePolicy.choices)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "ProvisioningRequest config"
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"],
+                                    name="provisioningrequestconfig_unique_name"),
+        ]
+
+
+class ProvisioningRequest(models.Model):
+    """A request for capacity on a simulated cluster (cluster-autoscaler's
+    ``autoscaling.x-k8s.io/v1`` ProvisioningRequest), owned by the workload it is for.
+
+    ``spec`` and ``status`` have the Kubernetes object's shape; the pod templates its pod
+    sets name live in ``pod_templates`` (a simulated cluster has no PodTemplate objects).
+    A Kubernetes cluster's requests live in that cluster.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE,
+                                related_name="provisioning_requests")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    workload = models.ForeignKey("scheduling.Workload", on_delete=models.CASCADE,
+                                 related_name="provisioning_requests")
+    labels = models.JSONField(default=dict, blank=True)
+    spec = models.JSONField(default=dict)
+    pod_templates = models.JSONField(default=dict, blank=True)
+    status = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "namespace", "name"],
+                                    name="provisioningrequest_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 class Dispatch(models.Model):

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from scheduling.choices import EventType, WorkloadPhase
+from scheduling.core import admission_checks
 from scheduling.jobframework import registry
 from scheduling.jobframework.interface import GenericJob, JobGroup, JobReport
 from scheduling.jobframework.podsets import PodSetInfo
@@ -116,7 +117,14 @@ def pod_set_infos(cluster_id: int, wl: Workload, *, elastic_job: bool) -> list[P
              for f in (ps.get("flavors") or {}).values()}
     flavors = {f.name: (f.node_labels or {}, f.tolerations or [])
                for f in ResourceFlavor.objects.filter(cluster_id=cluster_id, name__in=names)}
-    return infos_from(admission, flavors, counts=allowed_counts(wl, elastic_job=elastic_job))
+    infos = infos_from(admission, flavors, counts=allowed_counts(wl, elastic_job=elastic_job))
+    # What the admission checks ask for (a provisioned request's annotations) goes on the
+    # pods too; a key two of them set differently raises PodSetUpdateConflict.
+    for info in infos:
+        admission_checks.merge_pod_set_updates(
+            info.name, info.labels, info.annotations, info.node_selector, info.tolerations,
+            wl.admission_check_states or ())
+    return infos
 
 
 def set_suspend(job: Job, suspend: bool, status: dict[str, Any]) -> None:
@@ -265,9 +273,27 @@ def reconcile(job: Job, backend: ClusterBackend, *, now: datetime,
     return _stop(job, wl, workloads, backend, now=now, events=events)
 
 
+# The workload's Finished reason when its job cannot start for good (Kueue's
+# ``FailedToStartFinishedReason``).
+FAILED_TO_START = "FailedToStart"
+
+
+def _start_infos(wl: Workload, backend: ClusterBackend, *, elastic_job: bool, now: datetime,
+                 events: list[Event]) -> list[PodSetInfo] | None:
+    """The pod-set infos to start ``wl``'s job with, or None when the admission checks'
+    updates conflict: then the workload finishes as Failed to start (no retry would help)."""
+    try:
+        return pod_set_infos(backend.cluster_id, wl, elastic_job=elastic_job)
+    except admission_checks.PodSetUpdateConflict as exc:
+        lifecycle.finish(wl, FAILED_TO_START, str(exc), now=now, events=events)
+        return None
+
+
 def _start(job: Job, wl: Workload, backend: ClusterBackend, *, now: datetime,
            events: list[Event]) -> set[Step]:
-    infos = pod_set_infos(backend.cluster_id, wl, elastic_job=is_elastic(job))
+    infos = _start_infos(wl, backend, elastic_job=is_elastic(job), now=now, events=events)
+    if infos is None:
+        return {Step.FINISHED}
     if not backend.create(job, wl, infos):
         return set()  # the backend said why (and finished a workload that cannot start)
     mark_started(job, wl, now=now, events=events,
@@ -282,7 +308,9 @@ def _run(job: Job, wl: Workload, backend: ClusterBackend, *, now: datetime,
     obj = backend.read(job, wl)
     if obj is None:
         # Deleted behind our back while the workload is admitted: run it again.
-        infos = pod_set_infos(backend.cluster_id, wl, elastic_job=is_elastic(job))
+        infos = _start_infos(wl, backend, elastic_job=is_elastic(job), now=now, events=events)
+        if infos is None:
+            return {Step.FINISHED}
         if backend.create(job, wl, infos):
             events.append(lifecycle.workload_event(
                 wl, "Recreated", f"The job was missing{backend.location} and was created "
@@ -468,8 +496,10 @@ def _as_member(member: Job) -> dict[str, Any]:
 def _run_group(members: Sequence[Job], wl: Workload, integration: JobGroup,
                backend: ClusterBackend, *, now: datetime, events: list[Event]) -> set[Step]:
     steps: set[Step] = set()
-    infos = {info.name: info for info in pod_set_infos(backend.cluster_id, wl,
-                                                       elastic_job=False)}
+    started = _start_infos(wl, backend, elastic_job=False, now=now, events=events)
+    if started is None:
+        return {Step.FINISHED}
+    infos = {info.name: info for info in started}
     where = f"; running{backend.location}" if backend.location else ""
     current: list[Job] = []
     for member in members:

@@ -1,4 +1,4 @@
-"""AdmissionChecks, MultiKueueConfigs (Kueue's shape, through the codec) and kueueweb's
+"""AdmissionChecks, MultiKueueConfigs, ProvisioningRequestConfigs (Kueue's shape, through the codec) and kueueweb's
 Clusters over REST.
 
 A Cluster's ``kubeconfig`` is write-only: it is stored encrypted and the API only says
@@ -12,7 +12,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from multicluster.choices import ClusterRole, ConnectionType
+from multicluster.choices import ClusterRole, ConnectionType, PodSetMergePolicy
 from multicluster.manifests import cluster_to_resource, read_cluster
 from scheduling.api.serializers import (
     ConditionSerializer,
@@ -31,7 +31,8 @@ class AdmissionCheckParametersSerializer(serializers.Serializer[Any]):
 
 class AdmissionCheckSpecSerializer(serializers.Serializer[Any]):
     controllerName = serializers.CharField(
-        help_text="Immutable. kueue.x-k8s.io/multikueue dispatches to worker clusters.")
+        help_text="Immutable. kueue.x-k8s.io/multikueue dispatches to worker clusters; "
+        "kueue.x-k8s.io/provisioning-request asks the cluster autoscaler for capacity.")
     parameters = AdmissionCheckParametersSerializer(required=False)
 
 
@@ -54,6 +55,40 @@ class MultiKueueConfigSpecSerializer(serializers.Serializer[Any]):
 class MultiKueueConfigSerializer(KueueObjectSerializer):
     kind_name = "MultiKueueConfig"
     spec = MultiKueueConfigSpecSerializer()
+
+
+class RetryStrategySerializer(serializers.Serializer[Any]):
+    backoffLimitCount = serializers.IntegerField(required=False, default=3)
+    backoffBaseSeconds = serializers.IntegerField(required=False, default=60)
+    backoffMaxSeconds = serializers.IntegerField(required=False, default=1800)
+
+
+class NodeSelectorUpdateSerializer(serializers.Serializer[Any]):
+    key = serializers.CharField()
+    valueFromProvisioningClassDetail = serializers.CharField()
+
+
+class PodSetUpdatesSerializer(serializers.Serializer[Any]):
+    nodeSelector = NodeSelectorUpdateSerializer(many=True, required=False)
+
+
+class ProvisioningRequestConfigSpecSerializer(serializers.Serializer[Any]):
+    provisioningClassName = serializers.CharField(
+        help_text="The cluster autoscaler's class, e.g. check-capacity.autoscaling.x-k8s.io.")
+    parameters = serializers.DictField(child=serializers.CharField(max_length=255),
+                                       required=False)
+    managedResources = serializers.ListField(
+        child=serializers.CharField(), required=False, max_length=100,
+        help_text="Only pod sets requesting one of these are provisioned (all when empty).")
+    retryStrategy = RetryStrategySerializer(required=False)
+    podSetUpdates = PodSetUpdatesSerializer(required=False)
+    podSetMergePolicy = serializers.ChoiceField(
+        choices=PodSetMergePolicy.values, required=False)
+
+
+class ProvisioningRequestConfigSerializer(KueueObjectSerializer):
+    kind_name = "ProvisioningRequestConfig"
+    spec = ProvisioningRequestConfigSpecSerializer()
 
 
 class ClusterMetaSerializer(serializers.Serializer[Any]):

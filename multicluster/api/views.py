@@ -1,4 +1,4 @@
-"""AdmissionChecks and MultiKueueConfigs (per cluster, like every Kueue kind) and kueueweb's
+"""AdmissionChecks, MultiKueueConfigs and ProvisioningRequestConfigs (per cluster, like every Kueue kind) and kueueweb's
 Clusters (global: ``/api/v1/clusters/``) over REST."""
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from multicluster.api.serializers import (
     AdmissionCheckSerializer,
     ClusterSerializer,
     MultiKueueConfigSerializer,
+    ProvisioningRequestConfigSerializer,
 )
 from multicluster.manifests import cluster_in_use, delete_cluster, save_cluster
-from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig
+from multicluster.models import AdmissionCheck, Cluster, MultiKueueConfig, ProvisioningRequestConfig
 from scheduling.api.views import (
     CONFLICT,
     FIELD_ERRORS,
@@ -67,6 +68,14 @@ class MultiKueueConfigViewSet(KueueObjectViewSet):
     kind_name = "MultiKueueConfig"
     queryset = MultiKueueConfig.objects.none()
     serializer_class = MultiKueueConfigSerializer
+
+
+@extend_schema_view(**crud_schema(ProvisioningRequestConfigSerializer,
+                                   "ProvisioningRequestConfig", "provisioningrequestconfigs"))
+class ProvisioningRequestConfigViewSet(KueueObjectViewSet):
+    kind_name = "ProvisioningRequestConfig"
+    queryset = ProvisioningRequestConfig.objects.none()
+    serializer_class = ProvisioningRequestConfigSerializer
 
 
 _CLUSTER_WRITE = (

@@ -51,6 +51,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from kueueweb import live
+from multicluster import provisioning
 from multicluster.choices import ConnectionType
 from multicluster.kube import cluster_objects, connection, gangs, pod_events
 from multicluster.kube.backend import (
@@ -75,6 +76,7 @@ from multicluster.kube.manifests import (
     reduce_job,
     remote_object,
 )
+from multicluster.kube.provisioning import KubeRequests
 from multicluster.models import Cluster
 from scheduling import job_reconciler as reconciler
 from scheduling.choices import EventType, WorkloadPhase
@@ -318,6 +320,7 @@ class _Pass:
 
     def run(self) -> None:
         self.observe()
+        self._provision()
         candidates = self._candidates()
         self._delete_orphans(candidates)
         for job in candidates:
@@ -336,6 +339,18 @@ class _Pass:
             if self.events or self.outcome.changed or self.pod_events_changed:
                 live.notify(self.cluster.pk)
         self._drop_tombstones()
+
+    def _provision(self) -> None:
+        """The ProvisioningRequest admission check on this cluster's autoscaler, before the
+        jobs: a check made Ready now lets its job start in this pass."""
+        try:
+            requests = KubeRequests(self.backend, origin=origin(),
+                                    create_namespaces=self.cluster.create_namespaces)
+            provisioning.sync_provisioning(self.cluster_id, requests, now=self.now)
+        except KubeApiError as exc:
+            # A refused call must not hold up the jobs; the next pass tries again.
+            logger.warning("cluster %s: syncing ProvisioningRequests failed: %s",
+                           self.cluster.name, exc)
 
     def _drop_tombstones(self) -> None:
         for kind in self.kinds.values():

@@ -62,10 +62,12 @@ from django.db import transaction
 from django.db.models import Q
 
 from kueueweb import live, reconcile
+from multicluster import provisioning
 from multicluster.choices import ClusterRole, ConnectionType, PodPhase
 from multicluster.core import placement
 from multicluster.core.pods import run_seconds
 from multicluster.models import Cluster, GangWorkload, Node, Pod, PodGroup
+from multicluster.simulated import provisioner
 from scheduling import job_reconciler as reconciler
 from scheduling import jobframework
 from scheduling.choices import EventType, WorkloadPhase
@@ -178,6 +180,11 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
         # of the pass: a scale holds its job's row while it writes the queue's.
         with admission.quota_releases_last():
             outcome.advanced = _advance_pods(cluster, now=now)
+            # The autoscaler answers requests first, so that a check made Ready now lets
+            # its job start in this pass.
+            outcome.due(provisioner.provision(cluster, now=now, scale=sim.speed))
+            provisioning.sync_provisioning(
+                cluster.pk, provisioner.SimulatedRequests(cluster, now=now), now=now)
             _reconcile_jobs(cluster, now=now, events=events, outcome=outcome)
             _schedule(cluster, sim, now=now, events=events, outcome=outcome)
         Event.objects.bulk_create(events)
@@ -417,7 +424,7 @@ def _advance_pods(cluster: Cluster, *, now: datetime) -> int:
     return changed
 
 
-def _node_infos(cluster: Cluster) -> list[placement.NodeInfo]:
+def node_infos(cluster: Cluster) -> list[placement.NodeInfo]:
     infos = []
     for node in Node.objects.filter(cluster=cluster).order_by("name"):
         allocatable: dict[str, int] = {}
@@ -451,7 +458,7 @@ def _pod_info(pod: Pod) -> placement.PodInfo:
                              node_selector=dict(pod.node_selector or {}), tolerations=tolerations)
 
 
-def _used(cluster: Cluster) -> dict[str, dict[str, int]]:
+def used_resources(cluster: Cluster) -> dict[str, dict[str, int]]:
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     bound = Pod.objects.filter(cluster=cluster, phase__in=_ACTIVE_PHASES).exclude(
         node_name="").values_list("node_name", "requests")
@@ -519,8 +526,8 @@ def _schedule(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
     waiting = _through_workloads(cluster, waiting, now=now, events=events, outcome=outcome)
     if not waiting:
         return
-    nodes = _node_infos(cluster)
-    free = placement.free_resources(nodes, _used(cluster))
+    nodes = node_infos(cluster)
+    free = placement.free_resources(nodes, used_resources(cluster))
     groups: dict[int, list[Pod]] = defaultdict(list)
     singles: list[Pod] = []
     for pod in waiting:

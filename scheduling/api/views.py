@@ -428,10 +428,11 @@ class ApplyView(DomainMixin, APIView):
         summary="Apply Kueue manifests",
         description="Creates or updates every object of a YAML stream (`---` separated) or a "
         "JSON object, list or `List`, in one transaction: ResourceFlavor, Cohort, ClusterQueue, "
-        "LocalQueue, WorkloadPriorityClass, AdmissionCheck, MultiKueueConfig and "
-        "MultiKueueCluster, as `kueue.x-k8s.io/v1beta1` or `v1beta2`, and for a simulated "
-        "cluster core `v1` Node and LimitRange, `scheduling.k8s.io/v1` PriorityClass and "
-        "`node.k8s.io/v1` RuntimeClass. Kinds are applied in "
+        "LocalQueue, WorkloadPriorityClass, AdmissionCheck, MultiKueueConfig, "
+        "MultiKueueCluster and ProvisioningRequestConfig, as `kueue.x-k8s.io/v1beta1` or "
+        "`v1beta2`, and for a simulated cluster core `v1` Node and LimitRange, "
+        "`scheduling.k8s.io/v1` PriorityClass and `node.k8s.io/v1` RuntimeClass. Kinds are "
+        "applied in "
         "dependency order whatever the document order. One invalid document rejects the whole "
         "apply; the error names its index, kind, name and field. Admins only.",
         parameters=[CLUSTER_PARAMETER],
@@ -469,7 +470,7 @@ class ExportView(DomainMixin, APIView):
         summary="Export Kueue manifests",
         description="The domain's ResourceFlavors, Cohorts, ClusterQueues, LocalQueues, "
         "WorkloadPriorityClasses, AdmissionChecks, MultiKueueClusters (those its "
-        "MultiKueueConfigs name) and MultiKueueConfigs as v1beta2 manifests, in apply order: "
+        "MultiKueueConfigs name), MultiKueueConfigs and ProvisioningRequestConfigs as v1beta2 manifests, in apply order: "
         "YAML documents by default, a `List` with `?format=json`.",
         parameters=[CLUSTER_PARAMETER],
         responses={(200, "application/yaml"): OpenApiTypes.STR,

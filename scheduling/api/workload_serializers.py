@@ -263,6 +263,15 @@ class AdmissionCheckStatePatchSerializer(serializers.Serializer[Any]):
     name = serializers.CharField()
     state = serializers.ChoiceField(choices=["Pending", "Ready", "Retry", "Rejected"])
     message = serializers.CharField(required=False, allow_blank=True)
+    requeueAfterSeconds = serializers.IntegerField(
+        required=False, min_value=0,
+        help_text="Retry: how long the evicted workload waits before it is queued again.")
+    podSetUpdates = serializers.ListField(
+        child=serializers.JSONField(), required=False, max_length=18,
+        help_text='Ready: what the pods of a pod set get, e.g. [{"name": "main", '
+        '"annotations": {...}, "labels": {...}, "nodeSelector": {...}, "tolerations": '
+        "[...]}]; immutable while the check stays Ready; a key that conflicts with the "
+        "admission's fails the job's start.")
 
 
 class WorkloadStatusFieldsPatchSerializer(serializers.Serializer[Any]):

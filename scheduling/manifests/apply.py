@@ -30,6 +30,7 @@ from multicluster.manifests import (
     MULTIKUEUE_CLUSTER,
     MULTIKUEUE_CONFIG,
     NODE,
+    PROVISIONING_REQUEST_CONFIG,
 )
 from multicluster.models import Cluster, MultiKueueConfig
 from scheduling.manifests.cluster_objects import (
@@ -69,8 +70,8 @@ KINDS: dict[str, Kind[Any]] = {
     kind.kind: kind
     for kind in (
         RESOURCE_FLAVOR, COHORT, CLUSTER_QUEUE, LOCAL_QUEUE, WORKLOAD_PRIORITY_CLASS,
-        ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, NODE, GANG_WORKLOAD,
-        PRIORITY_CLASS, LIMIT_RANGE, RUNTIME_CLASS,
+        ADMISSION_CHECK, MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG, PROVISIONING_REQUEST_CONFIG,
+        NODE, GANG_WORKLOAD, PRIORITY_CLASS, LIMIT_RANGE, RUNTIME_CLASS,
     )
 }
 # Kinds that are not Kueue's, by their API group: printed "node/n1",
@@ -317,7 +318,8 @@ def _write(codec: Kind[Any], manifest: Manifest, obj: Any, ctx: WriteContext,
 
 
 # Kinds whose changes can let a parked workload fit, or make it need another queue.
-_QUOTA_KINDS = {"ResourceFlavor", "Cohort", "LocalQueue", "AdmissionCheck", "MultiKueueConfig"}
+_QUOTA_KINDS = {"ResourceFlavor", "Cohort", "LocalQueue", "AdmissionCheck", "MultiKueueConfig",
+                "ProvisioningRequestConfig"}
 
 
 def _requeue_after_change(

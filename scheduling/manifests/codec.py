@@ -10,7 +10,8 @@ that need other objects (a flavor exists, a cohort cycle, an immutable field) ru
 
 This module holds the scheduling kinds (ResourceFlavor, Cohort, ClusterQueue, LocalQueue,
 WorkloadPriorityClass) and the status of queues; ``multicluster.manifests`` holds
-AdmissionCheck, MultiKueueConfig and MultiKueueCluster on the same ``Kind`` base.
+AdmissionCheck, MultiKueueConfig, MultiKueueCluster and ProvisioningRequestConfig on the
+same ``Kind`` base.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from kueueweb import live, reconcile
 from scheduling import jobframework
 from scheduling.cache import snapshots
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
+from scheduling.core import admission_checks
 from scheduling.core.cycle import (
     CyclePolicy,
     Head,
@@ -541,7 +542,7 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
 
     def load(ids: Sequence[int]) -> Iterable[dict[str, Any]]:
         loaded: Iterable[dict[str, Any]] = Workload.objects.filter(pk__in=ids).values(
-            *snapshots.WORKLOAD_FIELDS, "annotations", "pod_sets_hash")
+            *snapshots.WORKLOAD_FIELDS, "annotations", "pod_sets_hash", "admission_check_states")
         return loaded
 
     # The cluster queue is the local queue's, as the keys read it; the rest of a row is
@@ -762,12 +763,52 @@ def required_checks(
     specs: snapshots.DomainSpecs, cluster_queue: str, admission: Admission
 ) -> list[str]:
     """Checks the queue requires for the assigned flavors (Kueue AdmissionChecksForWorkload)."""
-    assigned = {f for ps in admission.pod_sets for f in ps.flavors.values()}
+    return checks_for_flavors(specs, cluster_queue,
+                              {f for ps in admission.pod_sets for f in ps.flavors.values()})
+
+
+def checks_for_flavors(specs: snapshots.DomainSpecs, cluster_queue: str,
+                       assigned: set[str]) -> list[str]:
+    """The checks of ``cluster_queue`` that apply to a workload assigned these flavors: those
+    for every flavor, and those whose ``onFlavors`` names one of them."""
     names = [
         name for name, on_flavors in specs.admission_checks.get(cluster_queue, [])
         if not on_flavors or assigned.intersection(on_flavors)
     ]
     return sorted(set(names))
+
+
+def sync_required_checks(cluster_id: int, *, now: datetime) -> list[str]:
+    """Kueue's workload controller (``reconcileSyncAdmissionChecks``) for the domain's
+    workloads holding quota and waiting for their checks: a check the cluster queue now
+    requires for their flavors is added as Pending, one it no longer requires goes; with
+    every remaining check Ready (or none left) the workload is admitted. Returns the
+    ``namespace/name`` of the workloads changed."""
+    specs = snapshots.load_domain_specs(cluster_id)
+    changed: list[str] = []
+    rows = Workload.objects.filter(cluster_id=cluster_id, phase=WorkloadPhase.QUOTA_RESERVED)
+    for wl in rows.order_by("namespace", "name"):
+        admission = wl.admission or {}
+        cq = str(admission.get("clusterQueue", ""))
+        if cond.is_true(wl.conditions, "Evicted") or cq not in specs.cluster_queue_ids:
+            continue
+        assigned = {str(f) for ps in admission.get("podSetAssignments") or ()
+                    for f in (ps.get("flavors") or {}).values()}
+        states = list(wl.admission_check_states or ())
+        wanted = admission_checks.sync_required(states, checks_for_flavors(specs, cq, assigned),
+                                                cond.timestamp(now))
+        if wanted == states:
+            continue
+        with transaction.atomic():
+            updated = Workload.objects.filter(
+                pk=wl.pk, resource_version=wl.resource_version).update(
+                admission_check_states=wanted, resource_version=F("resource_version") + 1)
+            if updated != 1:
+                continue  # changed meanwhile: the next pass looks again
+            changed.append(f"{wl.namespace}/{wl.name}")
+            if all(s.get("state") == "Ready" for s in wanted):
+                set_admission_check_states(wl.pk, [], now=now)
+    return changed
 
 
 def _reservation(
@@ -805,11 +846,10 @@ def _reservation(
         conditions = cond.set_condition(
             conditions, "Admitted", True, "Admitted", "The workload is admitted", now=now,
         )
-    check_states = [
-        {"name": name, "state": "Pending", "lastTransitionTime": cond.timestamp(now),
-         "message": ""}
-        for name in checks
-    ]
+    # A check the workload held before (Pending again after an eviction) keeps its retry
+    # count, which names its controller's next attempt.
+    check_states = admission_checks.sync_required(row.get("admission_check_states") or (),
+                                                  checks, cond.timestamp(now))
     return bulk.VersionedChange(row["id"], row["resource_version"], {
         "phase": phase,
         "admission": admission_to_json(head.admission),
@@ -1004,7 +1044,8 @@ def release_evicted_workloads(cluster_id: int, *, now: datetime) -> int:
     # Sorted here, not in SQL: see ``models.name_order``.
     rows = sorted(evicted.order_by().values(
         "id", "namespace", "name", "conditions", "resource_version", "cluster_queue_id",
-        "active", "created_at", "requeue_at", "job_id"), key=lambda row: row["id"])
+        "active", "created_at", "requeue_at", "job_id", "admission_check_states"),
+        key=lambda row: row["id"])
     if not rows:
         return 0  # no transaction: on SQLite it would take the write lock for nothing
     released = 0
@@ -1078,7 +1119,9 @@ def release_quota(cluster_id: int, row: Mapping[str, Any], *, now: datetime) -> 
         admission=None,
         cluster_queue=None,
         quota_reserved_at=None,
-        admission_check_states=[],
+        # Kept, Pending again: a retried check's count names its controller's next attempt.
+        admission_check_states=admission_checks.reset_on_eviction(
+            row.get("admission_check_states") or (), cond.timestamp(now)),
         conditions=conditions,
         queue_state=(QueueState.ACTIVE if immediate and not waiting
                      else QueueState.INADMISSIBLE),
@@ -1413,7 +1456,10 @@ def request_all_domains() -> None:
 # Admission checks: the second phase (Kueue pkg/workload/admissionchecks.go)
 # =========================================================================================
 
-CHECK_STATES = ("Pending", "Ready", "Retry", "Rejected")
+CHECK_STATES = admission_checks.CHECK_STATES
+# Kueue's AdmissionCheckState.podSetUpdates: at most 18, each naming a pod set.
+MAX_POD_SET_UPDATES = 18
+_POD_SET_UPDATE_FIELDS = ("name", "labels", "annotations", "nodeSelector", "tolerations")
 
 
 class AdmissionCheckError(ValueError):
@@ -1424,35 +1470,97 @@ class AdmissionCheckError(ValueError):
         self.path = path
 
 
+def _read_pod_set_updates(value: Any, path: str, pod_sets: set[str]) -> list[dict[str, Any]]:
+    """``podSetUpdates`` of a check state, checked: each names a pod set of the workload and
+    holds string maps and a list of tolerations."""
+    if not isinstance(value, list):
+        raise AdmissionCheckError(path, "must be a list of pod set updates")
+    if len(value) > MAX_POD_SET_UPDATES:
+        raise AdmissionCheckError(path, f"must have at most {MAX_POD_SET_UPDATES} items")
+    updates = []
+    for index, raw in enumerate(value):
+        item = f"{path}[{index}]"
+        if not isinstance(raw, Mapping):
+            raise AdmissionCheckError(item, "must be an object")
+        unknown = sorted(set(raw) - set(_POD_SET_UPDATE_FIELDS))
+        if unknown:
+            raise AdmissionCheckError(f"{item}.{unknown[0]}", f'unknown field "{unknown[0]}"')
+        if raw.get("name") not in pod_sets:
+            raise AdmissionCheckError(f"{item}.name",
+                                      f"must name a pod set of the workload, not {raw.get('name')!r}")
+        update: dict[str, Any] = {"name": raw["name"]}
+        for key in ("labels", "annotations", "nodeSelector"):
+            entries = raw.get(key)
+            if entries is None:
+                continue
+            if not isinstance(entries, Mapping) or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in entries.items()):
+                raise AdmissionCheckError(f"{item}.{key}", "must map strings to strings")
+            update[key] = dict(entries)
+        tolerations = raw.get("tolerations")
+        if tolerations is not None:
+            if not isinstance(tolerations, list) or not all(
+                    isinstance(t, Mapping) for t in tolerations):
+                raise AdmissionCheckError(f"{item}.tolerations", "must be a list of tolerations")
+            update["tolerations"] = [dict(t) for t in tolerations]
+        updates.append(update)
+    return updates
+
+
+def _apply_check_update(entry: dict[str, Any], update: Mapping[str, Any], path: str,
+                        pod_sets: set[str], *, now: datetime) -> None:
+    state = update.get("state")
+    if state not in CHECK_STATES:
+        raise AdmissionCheckError(f"{path}.state", f"must be one of {', '.join(CHECK_STATES)}")
+    if "podSetUpdates" in update:
+        updates = _read_pod_set_updates(update["podSetUpdates"], f"{path}.podSetUpdates",
+                                        pod_sets)
+        if (entry.get("state") == "Ready" and state == "Ready"
+                and updates != (entry.get("podSetUpdates") or [])):
+            # Kueue's webhook: the pods may already carry them.
+            raise AdmissionCheckError(f"{path}.podSetUpdates",
+                                      "field is immutable while the check is Ready")
+        if updates:
+            entry["podSetUpdates"] = updates
+        else:
+            entry.pop("podSetUpdates", None)
+    after = update.get("requeueAfterSeconds")
+    if after is not None:
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise AdmissionCheckError(f"{path}.requeueAfterSeconds",
+                                      "must be a non-negative integer")
+        entry["requeueAfterSeconds"] = after
+    if entry.get("state") != state:
+        entry["lastTransitionTime"] = cond.timestamp(now)
+    entry["state"] = state
+    entry["message"] = str(update.get("message", entry.get("message", "")))[:32768]
+
+
 def set_admission_check_states(
     workload_id: int, updates: Sequence[Mapping[str, Any]], *, now: datetime
 ) -> Workload:
-    """Set the state of admission checks a workload carries, as a check controller does.
+    """Set the state of admission checks a workload carries, as a check controller does
+    (with the ``podSetUpdates`` of a Ready check and the ``requeueAfterSeconds`` of a Retry).
 
-    All Ready → Admitted. Any Retry → evicted (reason AdmissionCheck) and requeued once its
-    quota is released. Any Rejected → deactivated (DeactivatedDueToAdmissionCheck).
-    Applied in one transaction on a locked row.
+    All Ready → Admitted. Any Retry → evicted (reason AdmissionCheck), queued again once
+    its quota is released and the longest ``requeueAfterSeconds`` has passed. Any Rejected →
+    deactivated (DeactivatedDueToAdmissionCheck). Releasing the quota resets the checks to
+    Pending (a Retry counting one more retry). Applied in one transaction on a locked row.
     """
     with transaction.atomic():
         wl = Workload.objects.select_for_update(no_key=True).get(pk=workload_id)
         states = [dict(s) for s in wl.admission_check_states or ()]
         by_name = {s["name"]: s for s in states}
+        pod_sets = {str(ps.get("name", "main")) for ps in wl.pod_sets or ()}
         for index, update in enumerate(updates):
             path = f"status.admissionChecks[{index}]"
-            name, state = update.get("name"), update.get("state")
+            name = update.get("name")
             if name not in by_name:
                 raise AdmissionCheckError(
                     f"{path}.name",
                     f"workload {wl.namespace}/{wl.name} does not carry admission check {name!r}",
                 )
-            if state not in CHECK_STATES:
-                raise AdmissionCheckError(f"{path}.state",
-                                          f"must be one of {', '.join(CHECK_STATES)}")
-            entry = by_name[name]
-            if entry.get("state") != state:
-                entry["lastTransitionTime"] = cond.timestamp(now)
-            entry["state"] = state
-            entry["message"] = str(update.get("message", entry.get("message", "")))[:32768]
+            _apply_check_update(by_name[name], update, path, pod_sets, now=now)
         wl.admission_check_states = states
         events: list[Event] = []
         row = {"id": wl.pk, "namespace": wl.namespace, "name": wl.name}
@@ -1460,6 +1568,8 @@ def set_admission_check_states(
         rejected = [s["name"] for s in states if s["state"] == "Rejected"]
         retry = [s["name"] for s in states if s["state"] == "Retry"]
         evicted = cond.is_true(wl.conditions, "Evicted")
+        changed = ["admission_check_states", "conditions", "phase", "active", "cluster_name",
+                   "nominated_cluster_names"]
         if rejected and not evicted:
             message = f"AdmissionCheck(s) in Rejected state: {', '.join(rejected)}"
             wl.active = False
@@ -1473,7 +1583,16 @@ def set_admission_check_states(
                                                message, now=now)
             events.append(Event(**_event_row(cluster_id, row, "EvictedDueToAdmissionCheck",
                                              message, now=now)))
-        elif (states and all(s["state"] == "Ready" for s in states)
+            # The requeue waits for the latest retry time the checks ask for (Kueue's
+            # ``NeedsRequeueAtUpdate``); it only moves forward.
+            retry_at = admission_checks.retry_time(states)
+            if retry_at is not None and retry_at > now and (
+                    wl.requeue_at is None or wl.requeue_at < retry_at):
+                wl.requeue_at = retry_at
+                wl.requeue_state = {**(wl.requeue_state or {}),
+                                    "requeueAt": cond.timestamp(retry_at)}
+                changed += ["requeue_at", "requeue_state"]
+        elif (all(s["state"] == "Ready" for s in states)
               and wl.phase == WorkloadPhase.QUOTA_RESERVED):
             wl.phase = WorkloadPhase.ADMITTED
             wl.conditions = cond.set_condition(wl.conditions, "Admitted", True, "Admitted",
@@ -1489,10 +1608,11 @@ def set_admission_check_states(
                              cluster_id=cluster_id)
         if cond.is_true(wl.conditions, "Evicted"):
             # Kueue's prepareForEviction: the MultiKueue placement goes with the admission.
+            # The checks go back to Pending when the quota is released (``release_quota``):
+            # until then a Retry or Rejected check keeps its controller from acting again.
             wl.cluster_name = ""
             wl.nominated_cluster_names = []
-        wl.save(update_fields=["admission_check_states", "conditions", "phase", "active",
-                               "cluster_name", "nominated_cluster_names"])
+        wl.save(update_fields=changed)
         Event.objects.bulk_create(events)
         request_admission(cluster_id)
     return wl

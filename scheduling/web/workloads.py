@@ -29,7 +29,15 @@ from django.views.decorators.http import require_GET, require_POST
 from kueueweb.pagination import page_number as pager_page_number
 from kueueweb.roles import Role, can_operate_in, role_of
 from multicluster.choices import MULTIKUEUE_CONTROLLER_NAME, ClusterRole, Dispatcher
-from multicluster.models import AdmissionCheck, Cluster, Dispatch, MultiKueueConfig, Pod, PodGroup
+from multicluster.models import (
+    AdmissionCheck,
+    Cluster,
+    Dispatch,
+    MultiKueueConfig,
+    Pod,
+    PodGroup,
+    ProvisioningRequest,
+)
 from scheduling import jobframework, services
 from scheduling.api.workload_serializers import job_to_dict
 from scheduling.cache import snapshots
@@ -235,7 +243,22 @@ def _region_status(wl: Workload) -> dict[str, Any]:
         "requeue_at": wl.requeue_at or cond.parse_timestamp(requeue.get("requeueAt")),
         "reclaimable_pods": wl.reclaimable_pods or [],
         "admission_checks": wl.admission_check_states or [],
+        "provisioning_requests": _provisioning_requests(wl),
     }
+
+
+def _provisioning_requests(wl: Workload) -> list[dict[str, str]]:
+    """The workload's ProvisioningRequests on its simulated cluster, with their latest
+    condition (a Kubernetes cluster's are in that cluster)."""
+    shown = []
+    for request in ProvisioningRequest.objects.filter(workload=wl).order_by("name"):
+        conditions = sorted((request.status or {}).get("conditions") or (),
+                            key=lambda c: str(c.get("lastTransitionTime", "")))
+        last = conditions[-1] if conditions else {}
+        condition = f"{last['type']}={last.get('status')}" if last else ""
+        shown.append({"name": request.name, "condition": condition,
+                      "message": str(last.get("message", ""))})
+    return shown
 
 
 def _region_events(wl: Workload, request: HttpRequest) -> dict[str, Any]:

@@ -7,7 +7,9 @@ Kueue mapping (``pkg/controller/core/workload_controller.go`` and
   deactivation (``spec.active=false`` evicts), the PodsReady timeout (eviction with
   ``PodsReadyTimeout`` and a requeue back-off, or deactivation past ``backoffLimitCount``),
   the maximum execution time (deactivation), the end of a back-off (``BackoffFinished``),
-  reactivation (``Reactivated``) and the stop policies of queues (``HoldAndDrain``).
+  reactivation (``Reactivated``), the stop policies of queues (``HoldAndDrain``), and the
+  admission checks of workloads holding quota kept to their cluster queue's
+  (``admission.sync_required_checks``).
 - ``sync_job_status`` is the job reconciler's part, fed by the cluster a job runs on (the
   simulated cluster, or a Kubernetes cluster): the PodsReady condition, dynamic reclaim
   (``reclaimablePods``) and finishing.
@@ -35,6 +37,7 @@ from django.db.models import F, Q
 from kueueweb import live, reconcile
 from scheduling.cache.snapshots import epoch as _epoch
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
+from scheduling.core import admission_checks
 from scheduling.core import lifecycle as core
 from scheduling.jobframework.constants import WAITING_FOR_REPLACEMENT_PODS, WORKLOAD_ON_HOLD
 from scheduling.jobframework.interface import JobReport
@@ -77,6 +80,8 @@ class LifecycleOutcome:
     evicted: list[str] = field(default_factory=list)
     deactivated: list[str] = field(default_factory=list)
     requeued: list[str] = field(default_factory=list)
+    # Workloads holding quota whose admission checks followed their cluster queue's.
+    checks_synced: list[str] = field(default_factory=list)
     # The next moment something here becomes due (a timeout, the end of a back-off).
     next_deadline: datetime | None = None
 
@@ -178,17 +183,8 @@ def evict(
     workload, which holds none. ``changes`` are written in the same update.
     """
     conditions = cond.set_condition(wl.conditions, "Evicted", True, reason, message, now=now)
-    checks = []
-    for check in wl.admission_check_states or ():
-        check = dict(check)
-        if check.get("state") != "Pending":
-            previous = check.get("state")
-            if previous == "Retry":
-                check["retryCount"] = int(check.get("retryCount", 0)) + 1
-            check["state"] = "Pending"
-            check["message"] = f"Reset to Pending after eviction. Previously: {previous}"
-            check["lastTransitionTime"] = cond.timestamp(now)
-        checks.append(check)
+    checks = admission_checks.reset_on_eviction(wl.admission_check_states or (),
+                                                cond.timestamp(now))
     stats = dict(wl.scheduling_stats or {})
     evictions = [dict(e) for e in stats.get("evictions", ())]
     for entry in evictions:
@@ -216,7 +212,8 @@ def release_stopped(wl: Workload, *, now: datetime) -> bool:
     row = {"id": wl.pk, "conditions": wl.conditions, "resource_version": wl.resource_version,
            "cluster_queue_id": wl.cluster_queue_id, "active": wl.active,
            "created_at": wl.created_at, "requeue_at": wl.requeue_at,
-           "namespace": wl.namespace, "name": wl.name, "job_id": wl.job_id}
+           "namespace": wl.namespace, "name": wl.name, "job_id": wl.job_id,
+           "admission_check_states": wl.admission_check_states}
     if not admission.release_quota(domain_of(wl), row, now=now):
         return False
     if wl.cluster_queue_id is not None:
@@ -330,7 +327,11 @@ def run_lifecycle(cluster_id: int, *, now: datetime, rng: random.Random | None =
             _check_admitted(cluster_id, config, now=now, rng=rng, events=events,
                             outcome=outcome)
             _requeue_pending(cluster_id, now=now, events=events, outcome=outcome)
+        # A cluster queue's checks changed since a reservation: the workload follows.
+        outcome.checks_synced = admission.sync_required_checks(cluster_id, now=now)
         Event.objects.bulk_create(events)
+        if outcome.checks_synced:
+            reconcile.request_cluster_sync(cluster_id)  # an admitted job starts
         if outcome.evicted or outcome.deactivated or outcome.requeued:
             admission.request_admission(cluster_id)
         elif events:

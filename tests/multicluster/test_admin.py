@@ -22,6 +22,7 @@ from multicluster.models import (
     Node,
     Pod,
     PodGroup,
+    ProvisioningRequestConfig,
 )
 
 # A distinctive token stands in for the credentials a real kubeconfig holds.
@@ -60,7 +61,10 @@ def objects(manager: Cluster, worker: Cluster) -> dict[str, Any]:
     )
     config = MultiKueueConfig.objects.create(cluster=manager, name="multikueue",
                                              clusters=["worker-1"])
-    return {"cluster": worker, "admissioncheck": check, "multikueueconfig": config}
+    prc = ProvisioningRequestConfig.objects.create(
+        cluster=manager, name="gpu", provisioning_class_name="check-capacity.autoscaling.x-k8s.io")
+    return {"cluster": worker, "admissioncheck": check, "multikueueconfig": config,
+            "provisioningrequestconfig": prc}
 
 
 @pytest.fixture
@@ -69,7 +73,7 @@ def admin_browser(client: Client, admin_user: User) -> Client:
     return client
 
 
-MODELS = ["cluster", "admissioncheck", "multikueueconfig"]
+MODELS = ["cluster", "admissioncheck", "multikueueconfig", "provisioningrequestconfig"]
 
 
 def _change_url(cluster: Cluster) -> str:
@@ -218,6 +222,32 @@ def test_multikueue_config_cluster_list_follows_kueue_rules(
     assert response.status_code == 200
     assert want_message in response.content.decode()
     assert not MultiKueueConfig.objects.filter(name="mk").exists()
+
+
+def test_provisioning_request_config_is_checked_as_kueue_checks_it(
+    admin_browser: Client, manager: Cluster,
+) -> None:
+    form = {"cluster": manager.pk, "name": "prov", "parameters": "{}",
+            "managed_resources": '["nvidia.com/gpu"]', "backoff_limit_count": 3,
+            "backoff_base_seconds": 60, "backoff_max_seconds": 1800,
+            "pod_set_updates_node_selector": '[{"key": "bad key"}]', "pod_set_merge_policy": ""}
+    response = admin_browser.post(reverse("admin:multicluster_provisioningrequestconfig_add"),
+                                  {**form, "provisioning_class_name": "Bad_Class"})
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "spec.provisioningClassName: " in page
+    assert "spec.podSetUpdates.nodeSelector[0].key: &quot;bad key&quot; is not a valid node " \
+           "selector key" in page
+    assert not ProvisioningRequestConfig.objects.exists()
+
+    response = admin_browser.post(
+        reverse("admin:multicluster_provisioningrequestconfig_add"),
+        {**form, "provisioning_class_name": "check-capacity.autoscaling.x-k8s.io",
+         "pod_set_updates_node_selector": "[]"})
+    assert response.status_code == 302
+    config = ProvisioningRequestConfig.objects.get(name="prov")
+    assert (config.managed_resources, config.backoff_limit_count) == (["nvidia.com/gpu"], 3)
 
 
 # --- simulated clusters: nodes, pods, pod groups and fault injection ------------------------

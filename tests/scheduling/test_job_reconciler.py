@@ -16,8 +16,9 @@ from scheduling import job_reconciler as reconciler
 from scheduling import services
 from scheduling.choices import WorkloadPhase
 from scheduling.jobframework import PodSetInfo
-from scheduling.models import ClusterQueue, Event, Job, Workload
+from scheduling.models import ClusterQueue, Event, Job, ResourceFlavor, Workload
 from scheduling.scheduler import admission
+from scheduling.workload import conditions as cond
 from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db
@@ -193,3 +194,40 @@ def test_a_copy_that_may_not_be_suspended_is_deleted(
     assert reconciler.Step.STOPPED in reconcile(admitted_job, backend, t0)
     assert backend.calls[-1] == ("delete", "it may not be suspended")
     assert "a" not in backend.objects
+
+
+def test_the_ready_checks_pod_set_updates_reach_the_pods_and_a_conflict_fails_the_start(
+    admitted_job: Job, manager: Cluster, t0: datetime,
+) -> None:
+    wl = Workload.objects.get(job=admitted_job)
+    ResourceFlavor.objects.filter(cluster=manager, name="default").update(
+        node_labels={"pool": "default"})
+    wl.admission_check_states = [
+        {"name": "prov", "state": "Ready", "message": "", "podSetUpdates": [
+            {"name": "main", "annotations": {"autoscaling.x-k8s.io/consume-provisioning-request":
+                                             "r-1"}, "nodeSelector": {"zone": "a"}}]}]
+    wl.save()
+    infos = reconciler.pod_set_infos(manager.pk, wl, elastic_job=False)
+    assert (infos[0].node_selector, infos[0].annotations) == (
+        {"pool": "default", "zone": "a"},
+        {"autoscaling.x-k8s.io/consume-provisioning-request": "r-1"})
+
+    # Another check wants the flavor's node label otherwise: the job cannot start, ever.
+    wl.admission_check_states = [
+        *wl.admission_check_states,
+        {"name": "other", "state": "Ready", "message": "",
+         "podSetUpdates": [{"name": "main", "nodeSelector": {"pool": "spot"}}]}]
+    wl.save()
+    backend = CopyCluster(manager.pk)
+    events: list[Event] = []
+
+    assert reconcile(admitted_job, backend, t0, events) == {reconciler.Step.FINISHED}
+    assert backend.calls == []
+    wl.refresh_from_db()
+    finished = cond.find(wl.conditions, "Finished")
+    assert finished is not None
+    assert (wl.phase, finished["reason"], finished["message"]) == (
+        WorkloadPhase.FINISHED, "FailedToStart",
+        'in admission check "other": invalid admission check PodSetUpdate: conflict for '
+        "nodeSelector: conflict for key=pool, value1=default, value2=spot")
+    assert Job.objects.get(pk=admitted_job.pk).suspend

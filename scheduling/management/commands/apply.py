@@ -16,7 +16,8 @@ from scheduling.manifests.codec import Conflict
 
 class Command(BaseCommand):
     help = ("Create or update Kueue objects (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, "
-            "WorkloadPriorityClass, AdmissionCheck, MultiKueueConfig, MultiKueueCluster) from "
+            "WorkloadPriorityClass, AdmissionCheck, MultiKueueConfig, MultiKueueCluster, "
+            "ProvisioningRequestConfig) from "
             "YAML or JSON files, all in one transaction.")
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -185,3 +185,34 @@ def test_status_patch_is_in_the_openapi_schema(admin_client_api: APIClient) -> N
     assert fields["nominatedClusterNames"]["type"] == "array"
     assert "admissionChecks" in fields
     assert set(operation["responses"]) >= {"200", "400", "403", "404"}
+
+
+def test_a_check_controller_sets_pod_set_updates_and_bad_ones_are_refused_naming_the_field(
+    external_hub: Workload, admin_client_api: APIClient,
+) -> None:
+    url = URL.format(name=external_hub.name)
+    update = {"name": "main", "annotations": {"example.com/booked": "yes"},
+              "nodeSelector": {"zone": "a"}}
+    bad = admin_client_api.patch(url, {"status": {"admissionChecks": [
+        {"name": "multikueue-demo", "state": "Ready",
+         "podSetUpdates": [{**update, "name": "no-such-pod-set"}]}]}}, format="json")
+
+    assert bad.status_code == 400
+    assert bad.json() == {"status.admissionChecks[0].podSetUpdates[0].name": [
+        "must name a pod set of the workload, not 'no-such-pod-set'"]}
+    assert [s["state"] for s in _hub_workload().admission_check_states] == ["Pending"]
+
+    good = admin_client_api.patch(url, {"status": {"admissionChecks": [
+        {"name": "multikueue-demo", "state": "Ready", "podSetUpdates": [update]}]}},
+        format="json")
+
+    assert good.status_code == 200
+    state = _hub_workload().admission_check_states[0]
+    assert (state["state"], state["podSetUpdates"]) == ("Ready", [update])
+    # Once Ready, the pods may carry them: they stay as they are.
+    changed = admin_client_api.patch(url, {"status": {"admissionChecks": [
+        {"name": "multikueue-demo", "state": "Ready",
+         "podSetUpdates": [{**update, "nodeSelector": {"zone": "b"}}]}]}}, format="json")
+    assert changed.status_code == 400
+    assert changed.json() == {"status.admissionChecks[0].podSetUpdates": [
+        "field is immutable while the check is Ready"]}

@@ -42,7 +42,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "fixtures" / "kueue_examples"
 
 def kueue_documents(path: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The documents of an example kueueweb applies, and the kinds it dropped: everything
-    but the kinds of ``scheduling.manifests.apply.KINDS`` (Kueue's eight, and core/v1 Node)."""
+    but the kinds of ``scheduling.manifests.apply.KINDS`` (Kueue's nine, and core/v1 Node)."""
     kept, dropped = [], []
     for document in yamlio.load_yaml_documents((EXAMPLES / path).read_text()):
         if document.get("kind") in KINDS:
@@ -102,10 +102,10 @@ EXAMPLE_CASES = [
             (f"{RF} tas-flavor", f"{CQ} worker-cluster-queue", f"{LQ} default/user-queue"),
             want_dropped=("Topology",)),
     Example("provisioning", ("examples/provisioning/provisioning-setup.yaml",),
-            (*SINGLE_CQ, "AdmissionCheck sample-prov"),
-            want_dropped=("ProvisioningRequestConfig",)),
+            (*SINGLE_CQ, "AdmissionCheck sample-prov",
+             "ProvisioningRequestConfig prov-test-config")),
     Example("admission check", ("examples/sample-admission-check.yaml",),
-            ("AdmissionCheck prov-test",), want_dropped=("ProvisioningRequestConfig",)),
+            ("AdmissionCheck prov-test", "ProvisioningRequestConfig prov-test-config")),
     Example("HAMi serving", ("examples/serving-workloads/sample-hami.yaml",),
             (f"{RF} hami-flavor", f"{CQ} hami-queue", f"{LQ} kueue-test/user-queue"),
             want_dropped=("Namespace", "Deployment")),
@@ -167,13 +167,14 @@ EXAMPLE_CASES = [
              "MultiKueueCluster multikueue-test-worker1", "MultiKueueConfig multikueue-test"),
             want_warnings=1),
     Example("v1beta1 provisioning", ("v1beta1/examples/provisioning/provisioning-setup.yaml",),
-            (*SINGLE_CQ, "AdmissionCheck sample-prov"), want_dropped=("ProvisioningRequestConfig",)),
+            (*SINGLE_CQ, "AdmissionCheck sample-prov",
+             "ProvisioningRequestConfig prov-test-config")),
     Example("v1beta1 admission fair sharing",
             ("v1beta1/examples/admission-fs/admission-fair-sharing-setup.yaml",),
             (f"{RF} default-flavor", f"{CQ} cluster-queue", f"{LQ} default/lq-a",
              f"{LQ} default/lq-b"), want_warnings=1),
     Example("v1beta1 admission check", ("v1beta1/examples/sample-admission-check.yaml",),
-            ("AdmissionCheck prov-test",), want_dropped=("ProvisioningRequestConfig",)),
+            ("AdmissionCheck prov-test", "ProvisioningRequestConfig prov-test-config")),
     Example("v1beta1 TAS queues", ("v1beta1/examples/tas/sample-queues.yaml",),
             (f"{RF} tas-flavor", f"{CQ} tas-cluster-queue", f"{LQ} default/tas-user-queue"),
             want_dropped=("Topology",)),

@@ -92,8 +92,9 @@ RULES = [
         obj("Topology", "default", {"levels": []}),
         {"kind": ['Unsupported value: "Topology": kueueweb applies "ResourceFlavor", "Cohort", '
                   '"ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "AdmissionCheck", '
-                  '"MultiKueueCluster", "MultiKueueConfig", "Node", "Workload.scheduling.k8s.io", '
-                  '"PriorityClass", "LimitRange", "RuntimeClass"']},
+                  '"MultiKueueCluster", "MultiKueueConfig", "ProvisioningRequestConfig", '
+                  '"Node", "Workload.scheduling.k8s.io", "PriorityClass", "LimitRange", '
+                  '"RuntimeClass"']},
     ),
     RuleCase("a Kubernetes kind of another group", {"apiVersion": "batch/v1", "kind": "Job",
                                                      "metadata": {"name": "j"}},
