@@ -70,3 +70,12 @@ class QueueState(models.TextChoices):
 class EventType(models.TextChoices):
     NORMAL = "Normal"
     WARNING = "Warning"
+
+
+class JobSource(models.TextChoices):
+    """Where a job was created: submitted through kueueweb (its API or pages), or created on
+    a connected Kubernetes cluster (``kubectl``) and adopted there, which kueueweb then runs
+    in place rather than as a copy."""
+
+    KUEUEWEB = "kueueweb", "kueueweb"
+    CLUSTER = "cluster", "created on the cluster"
