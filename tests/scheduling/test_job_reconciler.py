@@ -71,7 +71,6 @@ class CopyCluster:
     """A third backend, in memory: a cluster that runs copies of the stored objects and
     whose pods the test counts by hand. The reconciler needs nothing else."""
 
-    runs_copies = True
     location = " on cluster memory"
 
     def __init__(self, cluster_id: int) -> None:
@@ -102,6 +101,12 @@ class CopyCluster:
             raise reconciler.PatchRefused("forbidden")
         self.objects[job.name]["spec"].update(patch.get("spec") or {})
         return self.read(job, None)
+
+    def runs_copy(self, job: Job) -> bool:
+        return True
+
+    def suspend(self, job: Job) -> reconciler.ClusterObject | None:
+        return self.patch(job, reconciler.integration_of(job).suspend({}, True))
 
     def delete(self, job: Job, *, reason: str) -> None:
         self.calls.append(("delete", reason))
