@@ -7,11 +7,19 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
 0. **connect**: a disconnected cluster is probed once its back-off has passed (at once when
    its kubeconfig changed); a connected one is probed again every
    ``KUBE_PROBE_INTERVAL_SECONDS`` to refresh its nodes and capacity;
-1. **observe**: list + watch the Jobs and Pods carrying our
-   ``kueue.x-k8s.io/multikueue-origin`` label, resuming from the resource versions of the
-   last pass (kept in the cache, not in process memory, so any worker can take over);
+1. **observe**: list + watch the job objects carrying our
+   ``kueue.x-k8s.io/multikueue-origin`` label, those created on the cluster that kueueweb
+   may manage (below) and the Pods carrying a ``kueue.x-k8s.io/job-uid``, resuming from the
+   resource versions of the last pass (kept in the cache, not in process memory, so any
+   worker can take over);
+1b. **adopt** the managed objects created on the cluster (kubectl): each new one becomes a
+   local job submitted as any job is, whose object is run in place; a local job whose
+   object was deleted there is removed, and an adopted object whose local job was deleted
+   is deleted there;
 2. for each local job of the domain, ``scheduling.job_reconciler.reconcile`` with this pass
-   as its backend (the cluster runs a copy of the stored object):
+   as its backend (for a job submitted through kueueweb the cluster runs a copy of the
+   stored object; one created on the cluster is started and suspended in place by patches
+   of its own object, which is never created or deleted by kueueweb):
 
    - **start** the job of an admitted workload: create the remote Job (and the gang
      Workload where served) and mark the local job unsuspended;
