@@ -106,6 +106,7 @@ DEFAULT_WATCH_MAX_SECONDS = 5.0
 DEFAULT_PROBE_INTERVAL_SECONDS = 60
 DEFAULT_LEASE_SECONDS = 120
 STATE_TIMEOUT_SECONDS = 24 * 3600
+REFUSED_RETRY_SECONDS = 300
 
 
 def _options() -> Mapping[str, Any]:
@@ -505,7 +506,8 @@ class _Pass:
     def _adopt(self, integration: GenericJob, obj: Mapping[str, Any]) -> None:
         """A local job for a managed object created on the cluster, submitted as any job
         is (its queue, priority, pod sets, every validation), marked as adopted there. An
-        object that is refused gets a warning event, once per version of it."""
+        object that is refused gets a warning event; it is tried again when it changes, or
+        after a while (what refused it, a missing priority class say, may be fixed here)."""
         namespace, name = str(obj.get("namespace")), str(obj.get("name"))
         refused_key = _key(self.cluster.pk, "refused", str(obj.get("uid")),
                            str(obj.get("resourceVersion")))
@@ -519,7 +521,7 @@ class _Pass:
                 services.submit_job(adopted_manifest(current), namespace=namespace,
                                     cluster=self.cluster, source=JobSource.CLUSTER)
         except (ValidationError, services.ConflictError) as error:
-            cache.set(refused_key, 1, timeout=STATE_TIMEOUT_SECONDS)
+            cache.set(refused_key, 1, timeout=REFUSED_RETRY_SECONDS)
             message = (f"kueueweb does not run {integration.kind} {namespace}/{name} created "
                        f"on cluster {self.cluster.name}: {services.refusal_text(error)}")
             self.events.append(Event(

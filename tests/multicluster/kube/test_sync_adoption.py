@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from django.utils import timezone
 
 # The user's side: kubectl, played with the official client against the test server.
 from kubernetes import client as k8s  # noqa: TID251
@@ -46,13 +47,14 @@ class Kubectl:
 
     def create_job(self, name: str, *, labels: Mapping[str, str] | None = None,
                    namespace: str | None = None, parallelism: int = 2,
-                   owner: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   owner: Mapping[str, Any] | None = None,
+                   suspend: bool = True) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": name, "labels": dict(labels or {})}
         if owner is not None:
             metadata["ownerReferences"] = [{**owner, "controller": True}]
         created = self.batch.create_namespaced_job(namespace or self.namespace, {
             "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
-            "spec": {"suspend": True, "parallelism": parallelism, "completions": parallelism,
+            "spec": {"suspend": suspend, "parallelism": parallelism, "completions": parallelism,
                      "template": {"spec": {
                          "restartPolicy": "Never",
                          "containers": [{"name": "c", "image": "busybox",
@@ -210,7 +212,9 @@ def test_an_adopted_job_deleted_on_the_cluster_gives_its_quota_back(
 
     kubectl.batch.delete_namespaced_job("a", kube_api.namespace)
     sync(user_queue_domain, t0 + timedelta(seconds=2))
-    admission.run_admission_cycle(user_queue_domain.pk, now=t0 + timedelta(seconds=3))
+    # The deletion requeues the parked workloads as of the wall clock: a cycle after it.
+    admission.run_admission_cycle(user_queue_domain.pk, now=timezone.now() + timedelta(
+        seconds=1))
 
     assert [(wl.job.name, wl.phase) for wl in Workload.objects.select_related("job")] == [
         ("b", WorkloadPhase.ADMITTED)]
@@ -253,6 +257,27 @@ def test_an_evicted_job_is_suspended_in_place_with_its_template_restored(
 
     assert again.started == [key(kube_api, "pi")]
     remote = kube_api.get("jobs", kube_api.namespace, "pi")
+    assert (remote["spec"]["suspend"], template_of(remote)["spec"]["nodeSelector"]) == (
+        False, SPOT)
+
+
+def test_a_job_created_running_is_suspended_until_admitted(
+    kube_api: Any, kubectl: Kubectl, user_queue_domain: Cluster, t0: datetime,
+) -> None:
+    # No webhook suspended it: Kueue stops a job that runs without an admitted Workload.
+    kubectl.create_job("eager", labels={jobframework.QUEUE_NAME_LABEL: "user-queue"},
+                       suspend=False)
+
+    first = sync(user_queue_domain, t0)
+
+    assert first.adopted == [key(kube_api, "eager")]
+    assert kube_api.get("jobs", kube_api.namespace, "eager")["spec"]["suspend"] is True
+    job = adopted(user_queue_domain, "eager")
+    admit(user_queue_domain, job, t0)
+    started = sync(user_queue_domain, t0 + timedelta(seconds=1))
+
+    assert started.started == [key(kube_api, "eager")]
+    remote = kube_api.get("jobs", kube_api.namespace, "eager")
     assert (remote["spec"]["suspend"], template_of(remote)["spec"]["nodeSelector"]) == (
         False, SPOT)
 
@@ -303,6 +328,34 @@ def test_a_jobset_created_with_kubectl_runs_in_place_and_its_jobs_are_not_adopte
 
     assert gone.removed == [key(kube_api, "js")]
     assert not Job.objects.exists()
+
+
+def test_an_evicted_jobset_is_suspended_in_place_with_its_templates_restored(
+    kube_api: Any, kubectl: Kubectl, user_queue_domain: Cluster, t0: datetime,
+) -> None:
+    kube_api.install_jobset_crd()
+    kubectl.create_jobset("js")
+    sync(user_queue_domain, t0)
+    original = kube_api.get("jobsets", kube_api.namespace, "js")["spec"]["replicatedJobs"]
+    wl = admit(user_queue_domain, adopted(user_queue_domain, "js", kind="JobSet"), t0)
+    sync(user_queue_domain, t0 + timedelta(seconds=1))
+    kube_api.run_jobset_controller()
+    sync(user_queue_domain, t0 + timedelta(seconds=2))
+    assert len(kube_api.objects("pods", kube_api.namespace)) == 2
+
+    services.evict_workload(wl, now=t0 + timedelta(seconds=3))
+    stopping = sync(user_queue_domain, t0 + timedelta(seconds=4))
+
+    assert stopping.stopping == [key(kube_api, "js")]  # its pods, counted by the job uid
+    remote = kube_api.get("jobsets", kube_api.namespace, "js")
+    assert (remote["spec"]["suspend"], remote["spec"]["replicatedJobs"]) == (True, original)
+
+    kube_api.run_jobset_controller()
+    stopped = sync(user_queue_domain, t0 + timedelta(seconds=5))
+
+    assert stopped.stopped == [key(kube_api, "js")]
+    assert Workload.objects.get(pk=wl.pk).phase == WorkloadPhase.PENDING
+    assert kube_api.get("jobsets", kube_api.namespace, "js") is not None
 
 
 @pytest.mark.usefixtures("with_pods")
