@@ -649,7 +649,8 @@ class _Pass:
 
     def runs_copy(self, job: Job) -> bool:
         """A job submitted through kueueweb runs as a copy; one created on the cluster runs
-        as the object the cluster has, which kueueweb never creates or deletes."""
+        as the object the cluster has, which kueueweb does not create, and deletes only to
+        stop a Pod or once its job was deleted through kueueweb."""
         return not job.created_on_cluster
 
     def create(self, job: Job, wl: Workload, infos: Sequence[PodSetInfo]) -> bool:
