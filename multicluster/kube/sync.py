@@ -253,6 +253,17 @@ def sync_kube_cluster(cluster_id: int, *, now: datetime) -> KubeSyncOutcome:
     return outcome
 
 
+def _adopted_pod_sets(integration: GenericJob, job: Job) -> list[dict[str, Any]]:
+    """The pod sets of an adopted object as it was adopted, each with its pod template as
+    the object has it (a Workload's leaves out what the kind's controller added, such as a
+    Job's selector labels, which must stay); a pod set the object has no template of (a
+    RayJob's submitter) keeps the Workload's."""
+    templates = [template for template, _ in integration.pod_templates(job.manifest)]
+    pod_sets = integration.pod_sets(job.manifest, partial_admission=False)
+    return [{**pod_set, "template": templates[i]} if i < len(templates) else pod_set
+            for i, pod_set in enumerate(pod_sets)]
+
+
 def _workload_names(job: Job) -> set[str]:
     """The Workloads a copy of ``job`` may belong to: its own, and its group's (named after
     the group, linked to one member)."""
@@ -755,10 +766,8 @@ class _Pass:
         current = self.backend.get_job(job.namespace, job.name, resource=self._resource(job))
         if current is None:
             return None
-        originals = [{"template": template}
-                     for template, _ in integration.pod_templates(job.manifest)]
         restored = integration.restore_pod_sets_info(integration.suspend(current, True),
-                                                     originals)
+                                                     _adopted_pod_sets(integration, job))
         patch = merge_patch_from(current, restored)
         patch.setdefault("metadata", {})["resourceVersion"] = (
             current.get("metadata") or {}).get("resourceVersion")
