@@ -79,6 +79,8 @@ class CopyCluster:
         self.active: dict[str, int] = {}
         self.calls: list[tuple[str, str]] = []
         self.refuse_patches = False
+        # The jobs it runs in place (their own object, as one created on the cluster).
+        self.in_place: set[str] = set()
 
     def create(self, job: Job, wl: Workload, infos: Sequence[PodSetInfo]) -> bool:
         self.calls.append(("create", job.name))
@@ -103,7 +105,7 @@ class CopyCluster:
         return self.read(job, None)
 
     def runs_copy(self, job: Job) -> bool:
-        return True
+        return job.name not in self.in_place
 
     def suspend(self, job: Job) -> reconciler.ClusterObject | None:
         return self.patch(job, reconciler.integration_of(job).suspend({}, True))
@@ -198,3 +200,26 @@ def test_a_copy_that_may_not_be_suspended_is_deleted(
     assert reconciler.Step.STOPPED in reconcile(admitted_job, backend, t0)
     assert backend.calls[-1] == ("delete", "it may not be suspended")
     assert "a" not in backend.objects
+
+
+def test_a_job_run_in_place_is_suspended_but_never_deleted(
+    admitted_job: Job, manager: Cluster, admin_user: User, t0: datetime,
+) -> None:
+    backend = CopyCluster(manager.pk)
+    backend.in_place.add("a")
+    reconcile(admitted_job, backend, t0)
+    services.evict_workload(Workload.objects.get(job=admitted_job), user=admin_user, now=t0)
+
+    assert reconcile(admitted_job, backend, t0) == {
+        reconciler.Step.SUSPENDED, reconciler.Step.STOPPED}
+    assert backend.objects["a"]["spec"]["suspend"] is True
+
+    admission.run_admission_cycle(manager.pk, now=t0)
+    reconcile(admitted_job, backend, t0)
+    backend.objects["a"]["status"] = {"succeeded": 3, "conditions": [
+        {"type": "Complete", "status": "True"}]}
+
+    assert reconcile(admitted_job, backend, t0) == {reconciler.Step.FINISHED}
+    assert reconcile(admitted_job, backend, t0) == set()
+    assert "delete" not in [call for call, _ in backend.calls]
+    assert backend.objects["a"]["status"]["succeeded"] == 3
