@@ -752,11 +752,11 @@ class JobAdmin(ReadOnlyAdminMixin, DomainObjectAdmin):
     delete removes the job and its workloads."""
 
     requests_admission = False  # services.delete_job asks for a cycle itself
-    list_display = ["name", "namespace", "cluster", "workload_count", "created_at"]
-    list_filter = ["cluster", "namespace"]
+    list_display = ["name", "namespace", "cluster", "source", "workload_count", "created_at"]
+    list_filter = ["cluster", "source", "namespace"]
     search_fields = ["name", "namespace"]
     list_select_related = ["cluster"]
-    fields = ["cluster", "namespace", "name", "manifest_display", "status_display",
+    fields = ["cluster", "namespace", "name", "source", "manifest_display", "status_display",
               "uid", "resource_version", "created_at", "updated_at"]
     readonly_fields = ["namespace", "manifest_display", "status_display"]
 

@@ -77,3 +77,12 @@ class PreemptionPolicy(models.TextChoices):
 
     PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
     NEVER = "Never"
+
+
+class JobSource(models.TextChoices):
+    """Where a job was created: submitted through kueueweb (its API or pages), or created on
+    a connected Kubernetes cluster (``kubectl``) and adopted there, which kueueweb then runs
+    in place rather than as a copy."""
+
+    KUEUEWEB = "kueueweb", "kueueweb"
+    CLUSTER = "cluster", "created on the cluster"

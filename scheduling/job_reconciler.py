@@ -17,13 +17,15 @@ backend.
 * **clean up** the copy a cluster runs of a finished job.
 
 A backend is the one small interface ``ClusterBackend``: create, read (the object and its
-pods), patch and delete. ``multicluster.simulated.runner`` implements it on the simulated
-cluster's pods, ``multicluster.kube.sync`` on a Kubernetes API server. The two differ in one
-way the reconciler asks about (``ClusterBackend.runs_copies``): a Kubernetes cluster runs a
-copy of the stored object, which kueueweb patches to the admitted counts and deletes once
-finished; the simulated cluster runs the stored object itself, whose spec is the user's and
-whose extra pods wait gated for a scale-up's slice, as Kueue's elastic job ungater keeps
-them on a single cluster.
+pods), patch, suspend and delete. ``multicluster.simulated.runner`` implements it on the
+simulated cluster's pods, ``multicluster.kube.sync`` on a Kubernetes API server. Backends
+differ in one way the reconciler asks about, job by job (``ClusterBackend.runs_copy``): a
+Kubernetes cluster runs a copy of a job submitted through kueueweb, which kueueweb patches
+to the admitted counts and deletes once finished; the simulated cluster runs the stored
+object itself, whose spec is the user's and whose extra pods wait gated for a scale-up's
+slice, as Kueue's elastic job ungater keeps them on a single cluster; and a job created on
+a Kubernetes cluster (kubectl) runs there in place, started and stopped by patching the
+cluster's own object, which stays there once finished.
 
 It reads and writes the database, so it sits beside the models rather than in the pure
 ``scheduling.jobframework``.
@@ -194,7 +196,7 @@ class Step(StrEnum):
 class ClusterObject:
     """A job's object as its cluster has it, and its pods.
 
-    ``spec`` holds the copy's counts (``runs_copies`` backends); ``active_pods`` and
+    ``spec`` holds the copy's counts (a job the backend ``runs_copy`` of); ``active_pods`` and
     ``ready_pods`` count the pods the cluster runs for it; ``gone`` is a copy deleted after it
     finished, whose last status is still known; ``report`` is the pods' own account when the
     backend sees every pod (the simulated cluster), else the kind reads the status."""
@@ -216,16 +218,18 @@ class PatchRefused(Exception):
 
 
 class ClusterBackend(Protocol):
-    """Where jobs run: the four calls the reconciler makes."""
+    """Where jobs run: the calls the reconciler makes."""
 
-    # The cluster runs a copy of the stored object: kueueweb patches the copy to the
-    # admitted counts, creates it again if it goes missing, and deletes it once finished or
-    # stopped. Otherwise the cluster runs the stored object itself.
-    runs_copies: bool
     # The domain (cluster) whose flavors place the pods.
     cluster_id: int
     # Where the job runs, for its events: " on cluster NAME", or "" for the domain's own.
     location: str
+
+    def runs_copy(self, job: Job) -> bool:
+        """The cluster runs a copy of the stored ``job``: kueueweb patches the copy to the
+        admitted counts, creates it again if it goes missing, and deletes it once finished
+        or stopped. Otherwise the cluster runs the object itself (the stored one, or its own
+        for a job created there), which stays once finished."""
 
     def create(self, job: Job, wl: Workload, infos: Sequence[PodSetInfo]) -> bool:
         """Create what runs ``job`` for ``wl`` (the object, its pods or gang), with ``infos``
@@ -239,6 +243,11 @@ class ClusterBackend(Protocol):
 
     def patch(self, job: Job, patch: Mapping[str, Any]) -> ClusterObject | None:
         """Apply a merge patch to the object (raises ``PatchRefused``); None if it is gone."""
+
+    def suspend(self, job: Job) -> ClusterObject | None:
+        """Suspend the object (Kueue's ``StopJob``: the kind's suspend and, for an object
+        started in place with the admission in its pod templates, the templates as they
+        were, ``RestorePodSetsInfo``); raises ``PatchRefused``; None if it is gone."""
 
     def delete(self, job: Job, *, reason: str) -> None:
         """Delete the object and its pods."""
@@ -265,7 +274,7 @@ def reconcile(job: Job, backend: ClusterBackend, *, now: datetime,
             return set()
         return _start(job, wl, backend, now=now, events=events)
     if wl is None or wl.phase == WorkloadPhase.FINISHED or is_finished(job):
-        if backend.runs_copies:
+        if backend.runs_copy(job):
             copy = backend.read(job, wl, fetch=False) if wl is not None else None
             if copy is not None and not copy.gone:
                 backend.delete(job, reason="its workload finished")
@@ -325,7 +334,7 @@ def _run(job: Job, wl: Workload, backend: ClusterBackend, *, now: datetime,
         if obj.suspended and integration.finished(obj.status) is None:
             # Admitted, so the job runs (Kueue's job reconciler unsuspends it).
             backend.patch(job, integration.suspend({}, False))
-        if elastic_job and backend.runs_copies and _scale_copy(
+        if elastic_job and backend.runs_copy(job) and _scale_copy(
                 job, wl, obj, backend, now=now, events=events):
             steps.add(Step.SCALED)
     status = dict(obj.status)
@@ -339,7 +348,7 @@ def _run(job: Job, wl: Workload, backend: ClusterBackend, *, now: datetime,
         return steps | {Step.RETRY}
     if report.finished is not None:
         steps.add(Step.FINISHED)
-        if backend.runs_copies and not obj.gone:
+        if backend.runs_copy(job) and not obj.gone:
             backend.delete(job, reason="its workload finished")
     return steps
 
@@ -396,14 +405,14 @@ def _stop(job: Job, wl: Workload, workloads: Sequence[Workload], backend: Cluste
     if obj is not None:
         if not obj.suspended and not obj.deleting:
             try:
-                obj = backend.patch(job, integration.suspend({}, True)) or obj
+                obj = backend.suspend(job) or obj
             except PatchRefused:
                 backend.delete(job, reason="it may not be suspended")
                 obj = None
         if obj is not None:
             if obj.active_pods > 0:
                 return {Step.STOPPING}
-            if backend.runs_copies:
+            if backend.runs_copy(job):
                 backend.delete(job, reason="its workload was evicted")
     if not job.suspend:
         mark_suspended(job, now=now)
@@ -474,8 +483,8 @@ def _group_step(owner: Job, members: Sequence[Job], wl: Workload,
     if should_run(wl):
         return _run_group(members, wl, integration, backend, now=now, events=events)
     if wl.phase == WorkloadPhase.FINISHED:
-        if backend.runs_copies:
-            for member in members:
+        for member in members:
+            if backend.runs_copy(member):
                 copy = backend.read(member, wl, fetch=False)
                 if copy is not None and not copy.gone:
                     backend.delete(member, reason="its workload finished")
@@ -526,10 +535,9 @@ def _run_group(members: Sequence[Job], wl: Workload, integration: JobGroup,
         return steps | {Step.RETRY}
     if report.finished is not None:
         steps.add(Step.FINISHED)
-        if backend.runs_copies:
-            for member in current:
-                if not member.suspend:
-                    backend.delete(member, reason="its workload finished")
+        for member in current:
+            if not member.suspend and backend.runs_copy(member):
+                backend.delete(member, reason="its workload finished")
         return steps
     lifecycle.set_waiting_for_replacement(wl, integration.absent_members(manifests), now=now)
     return steps

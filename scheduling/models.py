@@ -22,6 +22,7 @@ from scheduling.choices import (
     EventType,
     FungibilityPolicy,
     FungibilityPreference,
+    JobSource,
     PreemptionPolicy,
     QueueingStrategy,
     QueueState,
@@ -382,6 +383,11 @@ class Job(NamespacedObject):
     # members of a group share ONE Workload, named after the group and linked to one member
     # (the next one when it is deleted), through which the job reconciler runs them all. Empty for an object on its own.
     group_name = models.CharField(max_length=253, blank=True, default="", editable=False)
+    # Where the object was created: through kueueweb (the cluster runs a copy of it), or on
+    # the Kubernetes cluster itself (kubectl), adopted there: its manifest is the object as
+    # the cluster had it, its uid the cluster's, and the cluster's object is run in place.
+    source = models.CharField(max_length=16, choices=JobSource.choices,
+                              default=JobSource.KUEUEWEB, editable=False)
 
     class Meta:
         ordering = ["namespace", "name"]
@@ -401,6 +407,10 @@ class Job(NamespacedObject):
             cluster_id=self.cluster_id, namespace=self.namespace,  # type: ignore[misc]
             api_version=self.api_version, kind=self.kind, group_name=self.group_name)
         return sorted(members, key=lambda member: member.name)
+
+    @property
+    def created_on_cluster(self) -> bool:
+        return self.source == JobSource.CLUSTER
 
     @property
     def kind_reference(self) -> str:

@@ -7,6 +7,7 @@ caller accepts and refuses exactly the same input.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,7 +26,7 @@ from kueueweb.roles import can_operate_in, submission_grant
 from multicluster.choices import ClusterRole
 from multicluster.models import Cluster
 from scheduling import cron, grants, jobframework
-from scheduling.choices import EventType, WorkloadPhase
+from scheduling.choices import EventType, JobSource, WorkloadPhase
 from scheduling.core.patch import merge_patch
 from scheduling.jobframework import registry
 from scheduling.models import (
@@ -174,9 +175,11 @@ def submit_job(
     namespace: str,
     cluster: Cluster | None = None,
     user: AbstractBaseUser | AnonymousUser | None = None,
+    source: JobSource = JobSource.KUEUEWEB,
 ) -> Job:
     """Accept a job of an enabled kind and create its Workload, as Kueue's webhook and job
-    reconciler do.
+    reconciler do. ``source`` ``cluster``: an object created on the Kubernetes cluster
+    ``cluster`` and adopted there, which keeps its uid (``metadata.uid``).
 
     1. Refuse a kind that is not enabled (on ``kind``), and what Kubernetes or Kueue's
        webhook for the kind would (the integration's ``validate_on_create``).
@@ -228,10 +231,12 @@ def submit_job(
             priority = job_priority(integration, manifest, labels={**labels, **default_labels},
                                     labels_at=labels_at, cluster=domain)
             job = Job(cluster=domain, namespace=namespace, api_version=integration.api_version,
-                      kind=integration.kind,
+                      kind=integration.kind, source=source,
                       name=_job_name(metadata, Job.objects.filter(
                           cluster=domain, namespace=namespace, api_group=integration.group,
                           kind=integration.kind), resource))
+            if source == JobSource.CLUSTER and metadata.get("uid"):
+                job.uid = uuid.UUID(str(metadata["uid"]))
             # The defaulted queue and priority class go on the object when its own labels
             # name them (a CronJob's are its Jobs', defaulted as each is submitted); the
             # kind's defaults run again so that they see them (a Deployment copies them to
@@ -539,14 +544,18 @@ def delete_job(job: Job) -> None:
     """Delete a Job and its workloads, and the jobs it controls (a Deployment's Pods, a
     CronJob's Jobs) with theirs, as Kubernetes' garbage collector deletes an owner's
     dependents; the quota they held is free once they are gone (usage is derived from
-    admitted workloads, never stored)."""
+    admitted workloads, never stored). A job created on its cluster is deleted there by the
+    cluster's next pass, asked for now."""
     with transaction.atomic():
         doomed = _with_dependents(job)
         _hand_over_group_workloads(doomed, now=timezone.now())
         freed = _reserving_queue_ids(Workload.objects.filter(job__in=doomed))
+        on_cluster = any(j.created_on_cluster for j in doomed)
         Workload.objects.filter(job__in=doomed).delete()
         Job.objects.filter(pk__in=[j.pk for j in doomed]).delete()
         _after_removal(job.cluster_id, freed)  # type: ignore[arg-type]
+        if on_cluster:
+            reconcile.request_cluster_sync(job.cluster_id)  # type: ignore[arg-type]
 
 
 def _hand_over_group_workloads(doomed: Sequence[Job], *, now: datetime) -> None:

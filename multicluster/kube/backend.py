@@ -32,8 +32,10 @@ from multicluster.kube.manifests import (
     GANG_API_VERSION,
     GANG_RESOURCE,
     object_key,
+    reduce_adoptable,
     reduce_event,
     reduce_job,
+    reduce_namespace,
     reduce_node,
     reduce_pod,
 )
@@ -106,6 +108,7 @@ NODES = WatchKind("nodes", reduce_node)
 # pods the reconciler knows (``multicluster.kube.pod_events``).
 POD_EVENTS = WatchKind("events", reduce_event,
                        field_selector="involvedObject.kind=Pod,type=Warning")
+NAMESPACES = WatchKind("namespaces", reduce_namespace)
 
 
 def job_kind(group: str, version: str, plural: str,
@@ -118,6 +121,16 @@ def job_kind(group: str, version: str, plural: str,
                                                             is_suspended=is_suspended),
                      tombstones=True,
                      resource=(group, version, plural))
+
+
+def adoption_kind(group: str, version: str, plural: str,
+                  is_suspended: Callable[[Mapping[str, Any]], bool] | None = None
+                  ) -> WatchKind:
+    """The watch of a job kind's objects created on the cluster (kubectl), which kueueweb
+    adopts: the kind's resource, under a name (and so a state) of its own."""
+    return WatchKind(f"adopt:{plural}.{group or version}",
+                     functools.partial(reduce_adoptable, is_suspended=is_suspended),
+                     tombstones=True, resource=(group, version, plural))
 
 
 def _chunks(response: Any) -> Iterator[bytes]:
@@ -395,6 +408,8 @@ class KubeBackend:
             return self.kube.core.list_node, ()
         if kind is POD_EVENTS:
             return self.kube.core.list_event_for_all_namespaces, ()
+        if kind is NAMESPACES:
+            return self.kube.core.list_namespace, ()
         raise ValueError(f"unknown kind {kind.name}")
 
     def _list(self, kind: WatchKind, *, label_selector: str | None

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
-from multicluster.kube.backend import WatchKind, job_kind
+from multicluster.kube.backend import WatchKind, adoption_kind, job_kind
 from scheduling.jobframework import GenericJob, registry
 
 
@@ -33,3 +33,21 @@ def enabled_job_kinds() -> dict[str, GenericJob]:
 def job_kinds() -> list[WatchKind]:
     """The watches of the enabled job kinds."""
     return [watch_kind(i) for i in enabled_job_kinds().values()]
+
+
+def adoptable_job_kinds() -> dict[str, GenericJob]:
+    """The kinds whose objects created on the cluster kueueweb adopts, by the name of their
+    adoption watch: the enabled kinds that make their Workload from the object itself. Not
+    those enabled only for another kind's objects (a Deployment's Pods), nor the kinds
+    whose Pods kueueweb creates itself (a Deployment, a StatefulSet, a LeaderWorkerSet),
+    nor external frameworks, whose Workload comes through the API."""
+    config: Mapping[str, Any] = settings.KUEUEWEB
+    enabled = registry.enabled_names(config)
+    return {adoption_watch(i).name: i for i in registry.registered()
+            if i.framework_name in enabled and i.constructs_workload
+            and not i.keeps_replicas and not i.prebuilds_group_workloads}
+
+
+def adoption_watch(integration: GenericJob) -> WatchKind:
+    return adoption_kind(integration.group, integration.version, integration.plural,
+                         integration.is_suspended)

@@ -22,6 +22,7 @@ watch state kept in the cache stays small.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -253,3 +254,46 @@ def reduce_node(obj: Mapping[str, Any]) -> dict[str, Any]:
 def pod_is_active(pod: Mapping[str, Any]) -> bool:
     """The pod still runs or may still run (terminating pods count until they are gone)."""
     return pod.get("phase") in _ACTIVE_POD_PHASES
+
+
+# =========================================================================================
+# Objects created on the cluster (kubectl), adopted and run in place
+# =========================================================================================
+
+# Marks an object kueueweb adopted: once its local job is gone (deleted through kueueweb),
+# the object goes too, where one without the mark is a new object to adopt.
+ADOPTED_ANNOTATION = "kueueweb.io/adopted"
+_SERVER_METADATA = ("managedFields", "resourceVersion", "creationTimestamp", "generation",
+                    "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds")
+
+
+def reduce_adoptable(obj: Mapping[str, Any],
+                     is_suspended: Callable[[Mapping[str, Any]], bool] | None = None
+                     ) -> dict[str, Any]:
+    """A job object created on the cluster: what ``reduce_job`` keeps, and what decides
+    whether it is kueueweb's to adopt: its labels, its controller (the uid of the owner
+    reference that is one), whether it is adopted already, and its resource version."""
+    metadata = obj.get("metadata") or {}
+    controller = next((ref for ref in metadata.get("ownerReferences") or ()
+                       if isinstance(ref, Mapping) and ref.get("controller")), None)
+    return {
+        **reduce_job(obj, is_suspended),
+        "labels": dict(metadata.get("labels") or {}),
+        "controller": str(controller.get("uid") or "") if controller else "",
+        "adopted": ADOPTED_ANNOTATION in (metadata.get("annotations") or {}),
+        "resourceVersion": str(metadata.get("resourceVersion") or ""),
+    }
+
+
+def reduce_namespace(obj: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = obj.get("metadata") or {}
+    return {"name": metadata.get("name", ""), "labels": dict(metadata.get("labels") or {})}
+
+
+def adopted_manifest(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object as kueueweb stores it: as the cluster has it, less its status (the local
+    job's own field) and the metadata the server keeps for itself."""
+    manifest = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
+    manifest["metadata"] = {k: v for k, v in (manifest.get("metadata") or {}).items()
+                            if k not in _SERVER_METADATA}
+    return manifest

@@ -7,15 +7,22 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
 0. **connect**: a disconnected cluster is probed once its back-off has passed (at once when
    its kubeconfig changed); a connected one is probed again every
    ``KUBE_PROBE_INTERVAL_SECONDS`` to refresh its nodes and capacity;
-1. **observe**: list + watch the Jobs and Pods carrying our
-   ``kueue.x-k8s.io/multikueue-origin`` label, resuming from the resource versions of the
-   last pass (kept in the cache, not in process memory, so any worker can take over); the
-   gangs' progress (``gangs``: the gang scheduling metrics), the Warning events about our
-   pods (``pod_events``: why they do not run, on their workloads' pages), and the cluster's
-   own PriorityClasses, LimitRanges and RuntimeClasses, mirrored into its domain
-   (``multicluster.kube.cluster_objects``);
+1. **observe**: list + watch the job objects carrying our
+   ``kueue.x-k8s.io/multikueue-origin`` label, those created on the cluster that kueueweb
+   may manage (below) and the Pods carrying a ``kueue.x-k8s.io/job-uid``, resuming from the
+   resource versions of the last pass (kept in the cache, not in process memory, so any
+   worker can take over); the gangs' progress (``gangs``: the gang scheduling metrics), the
+   Warning events about our pods (``pod_events``: why they do not run, on their workloads'
+   pages), and the cluster's own PriorityClasses, LimitRanges and RuntimeClasses, mirrored
+   into its domain (``multicluster.kube.cluster_objects``);
+1b. **adopt** the managed objects created on the cluster (kubectl): each new one becomes a
+   local job submitted as any job is, whose object is run in place; a local job whose
+   object was deleted there is removed, and an adopted object whose local job was deleted
+   is deleted there;
 2. for each local job of the domain, ``scheduling.job_reconciler.reconcile`` with this pass
-   as its backend (the cluster runs a copy of the stored object):
+   as its backend (for a job submitted through kueueweb the cluster runs a copy of the
+   stored object; one created on the cluster is started and suspended in place by patches
+   of its own object, which is never created or deleted by kueueweb):
 
    - **start** the job of an admitted workload: create the remote Job (and the gang
      Workload where served) and mark the local job unsuspended;
@@ -41,12 +48,13 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 
@@ -55,6 +63,7 @@ from multicluster import provisioning
 from multicluster.choices import ConnectionType
 from multicluster.kube import cluster_objects, connection, gangs, pod_events
 from multicluster.kube.backend import (
+    NAMESPACES,
     POD_EVENTS,
     PODS,
     TOMBSTONE,
@@ -65,9 +74,17 @@ from multicluster.kube.backend import (
 )
 from multicluster.kube.client import client_for, config_fingerprint
 from multicluster.kube.errors import KubeApiError, KubeConfigError, KubeUnavailable
-from multicluster.kube.kinds import enabled_job_kinds, resource, watch_kind
+from multicluster.kube.kinds import (
+    adoptable_job_kinds,
+    adoption_watch,
+    enabled_job_kinds,
+    resource,
+    watch_kind,
+)
 from multicluster.kube.manifests import (
+    ADOPTED_ANNOTATION,
     ORIGIN_LABEL,
+    adopted_manifest,
     gang_owner_reference,
     gang_workload,
     gang_workload_name,
@@ -79,9 +96,12 @@ from multicluster.kube.manifests import (
 from multicluster.kube.provisioning import KubeRequests
 from multicluster.models import Cluster
 from scheduling import job_reconciler as reconciler
-from scheduling.choices import EventType, WorkloadPhase
+from scheduling import services
+from scheduling.choices import EventType, JobSource, WorkloadPhase
+from scheduling.core.patch import merge_patch_from
 from scheduling.core.pod_security import SYSTEM_NAMESPACES
-from scheduling.jobframework import PodSetInfo
+from scheduling.jobframework import JOB_UID_LABEL, QUEUE_NAME_LABEL, GenericJob, PodSetInfo
+from scheduling.jobframework.managed import ManagedJobs, namespace_labels_of
 from scheduling.models import Event, Job, Workload
 from scheduling.workload import lifecycle, slices
 
@@ -92,6 +112,7 @@ DEFAULT_WATCH_MAX_SECONDS = 5.0
 DEFAULT_PROBE_INTERVAL_SECONDS = 60
 DEFAULT_LEASE_SECONDS = 120
 STATE_TIMEOUT_SECONDS = 24 * 3600
+REFUSED_RETRY_SECONDS = 300
 
 
 def _options() -> Mapping[str, Any]:
@@ -107,6 +128,21 @@ def origin_selector() -> str:
     return f"{ORIGIN_LABEL}={origin()}"
 
 
+def adoption_selector(managed: ManagedJobs) -> str:
+    """The objects created on the cluster that may be kueueweb's to adopt: those naming a
+    queue or, with manageJobsWithoutQueueName, any; never a copy of kueueweb's (of any
+    origin)."""
+    if managed.without_queue_name:
+        return f"!{ORIGIN_LABEL}"
+    return f"{QUEUE_NAME_LABEL},!{ORIGIN_LABEL}"
+
+
+# The pods of every job kueueweb runs carry the job's uid (the pod templates of its copies,
+# and those of an object created on the cluster once it starts there): they are listed by
+# it, and attributed to their job by its value.
+PODS_SELECTOR = JOB_UID_LABEL
+
+
 @dataclass
 class KubeSyncOutcome:
     """What a pass did (names are ``namespace/name`` of jobs)."""
@@ -119,12 +155,17 @@ class KubeSyncOutcome:
     stopped: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    # Objects created on the cluster: adopted as local jobs, refused (an event says why),
+    # and gone from the cluster (their local jobs removed).
+    adopted: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
     watches: dict[str, RefreshResult] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
         return bool(self.started or self.scaled or self.stopping or self.stopped
-                    or self.finished or self.deleted)
+                    or self.finished or self.deleted or self.adopted or self.removed)
 
 
 # =========================================================================================
@@ -136,16 +177,19 @@ def _key(cluster_id: int, *parts: str) -> str:
     return ":".join(("kueueweb", "kube", str(cluster_id), *parts))
 
 
-def _state_key(cluster: Cluster, kind: WatchKind) -> str:
-    return _key(cluster.pk, config_fingerprint(cluster), origin(), kind.name)
+def _state_key(cluster: Cluster, kind: WatchKind, selector: str) -> str:
+    # The selector is part of the key: a watch whose selector changed (another origin, the
+    # managed-jobs settings) starts with a fresh list.
+    return _key(cluster.pk, config_fingerprint(cluster), selector, kind.name)
 
 
-def load_state(cluster: Cluster, kind: WatchKind) -> WatchState:
-    return WatchState.from_json(cache.get(_state_key(cluster, kind)))
+def load_state(cluster: Cluster, kind: WatchKind, selector: str) -> WatchState:
+    return WatchState.from_json(cache.get(_state_key(cluster, kind, selector)))
 
 
-def save_state(cluster: Cluster, kind: WatchKind, state: WatchState) -> None:
-    cache.set(_state_key(cluster, kind), state.to_json(), timeout=STATE_TIMEOUT_SECONDS)
+def save_state(cluster: Cluster, kind: WatchKind, selector: str, state: WatchState) -> None:
+    cache.set(_state_key(cluster, kind, selector), state.to_json(),
+              timeout=STATE_TIMEOUT_SECONDS)
 
 
 @contextmanager
@@ -215,6 +259,17 @@ def sync_kube_cluster(cluster_id: int, *, now: datetime) -> KubeSyncOutcome:
     return outcome
 
 
+def _adopted_pod_sets(integration: GenericJob, job: Job) -> list[dict[str, Any]]:
+    """The pod sets of an adopted object as it was adopted, each with its pod template as
+    the object has it (a Workload's leaves out what the kind's controller added, such as a
+    Job's selector labels, which must stay); a pod set the object has no template of (a
+    RayJob's submitter) keeps the Workload's."""
+    templates = [template for template, _ in integration.pod_templates(job.manifest)]
+    pod_sets = integration.pod_sets(job.manifest, partial_admission=False)
+    return [{**pod_set, "template": templates[i]} if i < len(templates) else pod_set
+            for i, pod_set in enumerate(pod_sets)]
+
+
 def _workload_names(job: Job) -> set[str]:
     """The Workloads a copy of ``job`` may belong to: its own, and its group's (named after
     the group, linked to one member)."""
@@ -240,6 +295,13 @@ class _Pass:
         self.kinds = {name: watch_kind(i) for name, i in self.integrations.items()}
         # The enabled kinds the cluster does not serve (their CRD is not installed).
         self.unserved: set[str] = set()
+        # Objects created on the cluster (kubectl) that kueueweb adopts and runs in place:
+        # by adoption watch name and "namespace/name", deleted ones as tombstones.
+        self.managed = ManagedJobs.from_settings(_options())
+        self.adoptable = adoptable_job_kinds()
+        self.created: dict[tuple[str, str], dict[str, Any]] = {}
+        # The namespaces' labels, when the managed-jobs namespace selector needs them.
+        self.namespace_labels: dict[str, dict[str, str]] = {}
         self.active_pods: Counter[str] = Counter()
         self.ready_pods: Counter[str] = Counter()
         self._gang: bool | None = None
@@ -247,30 +309,44 @@ class _Pass:
 
     # --- 1. observe ---------------------------------------------------------------------
 
-    def _refresh(self, kind: WatchKind, *, ours: bool = True) -> WatchState:
-        """Refresh the watch of ``kind``: the objects kueueweb made (``ours``), or all of
-        them (the cluster's own objects)."""
-        state = load_state(self.cluster, kind)
+    def _refresh(self, kind: WatchKind, selector: str) -> WatchState:
+        state = load_state(self.cluster, kind, selector)
         result = self.backend.refresh(
-            kind, state, label_selector=origin_selector() if ours else None,
+            kind, state, label_selector=selector or None,
             quiet_seconds=float(_options().get("KUBE_WATCH_QUIET_SECONDS",
                                                DEFAULT_WATCH_QUIET_SECONDS)),
             max_seconds=float(_options().get("KUBE_WATCH_MAX_SECONDS", DEFAULT_WATCH_MAX_SECONDS)))
-        save_state(self.cluster, kind, state)
+        save_state(self.cluster, kind, selector, state)
         self.outcome.watches[kind.name] = result
         return state
+
+    def _watches(self) -> list[tuple[WatchKind, str]]:
+        """The job kinds' watches with their selectors: kueueweb's copies, and the objects
+        created on the cluster."""
+        return [*((kind, origin_selector()) for kind in self.kinds.values()),
+                *((adoption_watch(i), adoption_selector(self.managed))
+                  for i in self.adoptable.values())]
 
     def observe(self) -> None:
         for kind in self.kinds.values():
             if kind.resource is not None and not self.backend.serves(kind.resource):
                 self.unserved.add(kind.name)
                 continue
-            state = self._refresh(kind)
+            state = self._refresh(kind, origin_selector())
             self.remote.update(((kind.name, key), obj) for key, obj in state.objects.items())
         cluster_objects.sync_cluster_objects(
             self.cluster, serves=self.backend.serves,
-            refresh=lambda kind: self._refresh(kind, ours=False))
-        pods_state = self._refresh(PODS)
+            refresh=lambda kind: self._refresh(kind, ""))
+        for name, integration in self.adoptable.items():
+            if watch_kind(integration).name in self.unserved:
+                continue
+            state = self._refresh(adoption_watch(integration), adoption_selector(self.managed))
+            self.created.update(((name, key), obj) for key, obj in state.objects.items())
+        if self.managed.without_queue_name and self.managed.namespace_selector is not None:
+            state = self._refresh(NAMESPACES, "")
+            self.namespace_labels = {str(ns.get("name")): dict(ns.get("labels") or {})
+                                     for ns in state.objects.values()}
+        pods_state = self._refresh(PODS, PODS_SELECTOR)
         for pod in pods_state.objects.values():
             key = str(pod.get("job_uid") or "")
             if key and pod_is_active(pod):
@@ -283,7 +359,7 @@ class _Pass:
         """The Warning events about our pods since the last pass, stored on their workloads
         (``pod_events``). Each pass keeps only the watch's resource version: the events
         are in the database once read, and most of a cluster's are about other pods."""
-        state = load_state(self.cluster, POD_EVENTS)
+        state = load_state(self.cluster, POD_EVENTS, "")
         try:
             result = self.backend.refresh(
                 POD_EVENTS, state, label_selector=None,
@@ -301,7 +377,7 @@ class _Pass:
                                         now=self.now):
             self.pod_events_changed = True
         state.objects = {}
-        save_state(self.cluster, POD_EVENTS, state)
+        save_state(self.cluster, POD_EVENTS, "", state)
 
     # --- 2. per job ---------------------------------------------------------------------
 
@@ -315,12 +391,19 @@ class _Pass:
                 str(remote.get("name")))
         for namespace, names in by_namespace.items():
             condition |= Q(namespace=namespace, name__in=names)
+        created: dict[str, list[str]] = {}
+        for obj in self.created.values():
+            if not obj.get(TOMBSTONE):
+                created.setdefault(str(obj.get("namespace")), []).append(str(obj.get("name")))
+        for namespace, names in created.items():
+            condition |= Q(source=JobSource.CLUSTER, namespace=namespace, name__in=names)
         return list(Job.objects.filter(cluster=self.cluster).filter(condition).distinct()
                     .prefetch_related("workloads").order_by("namespace", "name"))
 
     def run(self) -> None:
         self.observe()
         self._provision()
+        self._follow_created()
         candidates = self._candidates()
         self._delete_orphans(candidates)
         for job in candidates:
@@ -353,12 +436,12 @@ class _Pass:
                            self.cluster.name, exc)
 
     def _drop_tombstones(self) -> None:
-        for kind in self.kinds.values():
-            state = load_state(self.cluster, kind)
+        for kind, selector in self._watches():
+            state = load_state(self.cluster, kind, selector)
             if any(obj.get(TOMBSTONE) for obj in state.objects.values()):
                 state.objects = {k: v for k, v in state.objects.items()
                                  if not v.get(TOMBSTONE)}
-                save_state(self.cluster, kind, state)
+                save_state(self.cluster, kind, selector, state)
 
     @staticmethod
     def _key(job: Job) -> tuple[str, str]:
@@ -386,6 +469,131 @@ class _Pass:
                             (reconciler.Step.STOPPED, self.outcome.stopped)):
             if step in steps:
                 names.append(key)
+
+    # --- objects created on the cluster (kubectl) ---------------------------------------
+
+    def _manages(self, obj: Mapping[str, Any], integration: GenericJob,
+                 managed_uids: set[str]) -> bool:
+        """Kueue's rule (``ManagedJobs``) on an object created on the cluster: not in one of
+        Kubernetes' own namespaces, not one of kueueweb's copies, and not controlled by an
+        object that is managed itself (a JobSet's Jobs, a Job's Pods), whose Workload
+        covers it; a Pod with any controller is left to it."""
+        namespace = str(obj.get("namespace"))
+        labels = obj.get("labels") or {}
+        if namespace in SYSTEM_NAMESPACES or labels.get(ORIGIN_LABEL):
+            return False
+        controller = str(obj.get("controller") or "")
+        is_pod = integration.kind == "Pod" and not integration.group
+        return self.managed.manages(
+            labels, namespace_labels=namespace_labels_of(
+                namespace, self.namespace_labels.get(namespace)),
+            ancestor_managed=bool(controller) and (is_pod or controller in managed_uids))
+
+    def _managed_created(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """The objects created on the cluster that kueueweb manages, by watch and name."""
+        live = {key: obj for key, obj in self.created.items() if not obj.get(TOMBSTONE)}
+        # An owner counts as managed by its own labels: a Job of a JobSet is left to the
+        # JobSet's Workload even when it names a queue, and while the garbage collector
+        # deletes it after the JobSet.
+        owners = {str(obj.get("uid")) for key, obj in self.created.items()
+                  if self._manages(obj, self.adoptable[key[0]], set())}
+        return {key: obj for key, obj in live.items()
+                if self._manages(obj, self.adoptable[key[0]], owners)}
+
+    def _adopted_jobs(self) -> dict[tuple[str, str], Job]:
+        """The local jobs adopted from this cluster, by adoption watch and name."""
+        watches = {(i.api_version, i.kind): name for name, i in self.adoptable.items()}
+        found: dict[tuple[str, str], Job] = {}
+        for job in Job.objects.filter(cluster=self.cluster, source=JobSource.CLUSTER).only(
+                "pk", "uid", "namespace", "name", "api_version", "kind", "cluster",
+                "group_name", "source"):
+            name = watches.get((job.api_version, job.kind))
+            if name is not None:
+                found[(name, f"{job.namespace}/{job.name}")] = job
+        return found
+
+    def _follow_created(self) -> None:
+        """Adopt the new managed objects created on the cluster, remove the local jobs whose
+        object was deleted there, and delete there the adopted objects whose local job was
+        deleted through kueueweb."""
+        if not self.adoptable:
+            return
+        managed = self._managed_created()
+        adopted = self._adopted_jobs()
+        for key, job in adopted.items():
+            obj = self.created.get(key)
+            if obj is not None and not obj.get(TOMBSTONE) and obj.get("uid") == str(job.uid):
+                continue
+            if obj is None and self._still_there(job):
+                continue  # no longer managed (its queue label removed): left as it is
+            self._remove_local(job)
+        for key, obj in managed.items():
+            local = adopted.get(key)
+            if local is not None and obj.get("uid") == str(local.uid):
+                continue
+            integration = self.adoptable[key[0]]
+            if obj.get("adopted"):
+                self._delete_created(integration, obj)
+            else:
+                self._adopt(integration, obj)
+
+    def _still_there(self, job: Job) -> bool:
+        """An adopted object the watch no longer lists: deleted, or no longer selected."""
+        kind = watch_kind(reconciler.integration_of(job)).name
+        if kind in self.unserved:
+            return True  # its kind is not served now: nothing to tell, nothing removed
+        return self.backend.get_job(job.namespace, job.name,
+                                    resource=self._resource(job)) is not None
+
+    def _remove_local(self, job: Job) -> None:
+        """The object was deleted on the cluster: its local job and Workload go (the quota
+        they held with them)."""
+        services.delete_job(job)
+        name = f"{job.namespace}/{job.name}"
+        self.outcome.removed.append(name)
+        logger.info("cluster %s: %s %s was deleted there; its job is removed",
+                    self.cluster.name, job.kind, name)
+
+    def _delete_created(self, integration: GenericJob, obj: Mapping[str, Any]) -> None:
+        """An object kueueweb adopted whose local job was deleted (through kueueweb's API or
+        pages): deleted on the cluster too, its pods with it."""
+        namespace, name = str(obj.get("namespace")), str(obj.get("name"))
+        if self.backend.delete_job(namespace, name, resource=resource(integration)):
+            logger.info("cluster %s: deleted %s %s/%s (its job was deleted)",
+                        self.cluster.name, integration.kind, namespace, name)
+            self.outcome.deleted.append(f"{namespace}/{name}")
+
+    def _adopt(self, integration: GenericJob, obj: Mapping[str, Any]) -> None:
+        """A local job for a managed object created on the cluster, submitted as any job
+        is (its queue, priority, pod sets, every validation), marked as adopted there. An
+        object that is refused gets a warning event; it is tried again when it changes, or
+        after a while (what refused it, a missing priority class say, may be fixed here)."""
+        namespace, name = str(obj.get("namespace")), str(obj.get("name"))
+        refused_key = _key(self.cluster.pk, "refused", str(obj.get("uid")),
+                           str(obj.get("resourceVersion")))
+        if cache.get(refused_key):
+            return
+        current = self.backend.get_job(namespace, name, resource=resource(integration))
+        if current is None:
+            return
+        try:
+            with transaction.atomic():
+                services.submit_job(adopted_manifest(current), namespace=namespace,
+                                    cluster=self.cluster, source=JobSource.CLUSTER)
+        except (ValidationError, services.ConflictError) as error:
+            cache.set(refused_key, 1, timeout=REFUSED_RETRY_SECONDS)
+            message = (f"kueueweb does not run {integration.kind} {namespace}/{name} created "
+                       f"on cluster {self.cluster.name}: {services.refusal_text(error)}")
+            self.events.append(Event(
+                cluster=self.cluster, object_kind=integration.kind, object_namespace=namespace,
+                object_name=name, type=EventType.WARNING, reason="FailedAdoption",
+                message=message, created_at=self.now))
+            self.outcome.refused.append(f"{namespace}/{name}")
+            logger.warning("cluster %s: %s", self.cluster.name, message)
+            return
+        self.outcome.adopted.append(f"{namespace}/{name}")
+        self.backend.patch_job(namespace, name, {"metadata": {"annotations": {
+            ADOPTED_ANNOTATION: "true"}}}, resource=resource(integration))
 
     # --- start --------------------------------------------------------------------------
 
@@ -504,9 +712,15 @@ class _Pass:
 
     # --- the reconciler's backend (job_reconciler.ClusterBackend) ---------------------
 
-    runs_copies = True
+    def runs_copy(self, job: Job) -> bool:
+        """A job submitted through kueueweb runs as a copy; one created on the cluster runs
+        as the object the cluster has, which kueueweb does not create, and deletes only to
+        stop a Pod or once its job was deleted through kueueweb."""
+        return not job.created_on_cluster
 
     def create(self, job: Job, wl: Workload, infos: Sequence[PodSetInfo]) -> bool:
+        if job.created_on_cluster:
+            return self._start_in_place(job, infos)
         kind = self._key(job)[0]
         if kind in self.unserved:
             integration = reconciler.integration_of(job)
@@ -520,6 +734,8 @@ class _Pass:
     def read(self, job: Job, wl: Workload | None, *, fetch: bool = True,
              full: bool = False) -> reconciler.ClusterObject | None:
         integration = reconciler.integration_of(job)
+        if job.created_on_cluster and not full:
+            return self._read_created(job, fetch=fetch)
         if full:
             fetched = self.backend.get_job(job.namespace, job.name, resource=self._resource(job))
             if fetched is None:
@@ -535,14 +751,18 @@ class _Pass:
                     and integration.finished(tombstone.get("status"))):
                 # Finished, then deleted (ttlSecondsAfterFinished): its status still counts.
                 return self._object(job, tombstone, gone=True)
-            if not fetch:
+            remote = self._fetched(job) if fetch else None
+            if remote is None:
                 return None
-            # The watch may not have seen a job created moments ago: ask.
-            fetched = self.backend.get_job(job.namespace, job.name, resource=self._resource(job))
-            if fetched is None:
-                return None
-            remote = reduce_job(fetched, integration.is_suspended)
         return self._object(job, remote)
+
+    def _fetched(self, job: Job) -> dict[str, Any] | None:
+        """The job's object as the server has it now (the watch may not have seen one
+        created moments ago), reduced as the watch keeps it."""
+        fetched = self.backend.get_job(job.namespace, job.name, resource=self._resource(job))
+        if fetched is None:
+            return None
+        return reduce_job(fetched, reconciler.integration_of(job).is_suspended)
 
     def _object(self, job: Job, remote: Mapping[str, Any], *, gone: bool = False,
                 spec: Mapping[str, Any] | None = None,
@@ -569,8 +789,56 @@ class _Pass:
             return None
         return self._object(job, reduce_job(patched, integration.is_suspended))
 
+    def suspend(self, job: Job) -> reconciler.ClusterObject | None:
+        integration = reconciler.integration_of(job)
+        if not job.created_on_cluster:
+            return self.patch(job, integration.suspend({}, True))
+        return self._stop_in_place(job)
+
     def delete(self, job: Job, *, reason: str) -> None:
         self._delete_remote(job, reason=reason)
+
+    # --- run in place (an object created on the cluster) -------------------------------
+
+    def _start_in_place(self, job: Job, infos: Sequence[PodSetInfo]) -> bool:
+        """Run the cluster's own object (Kueue's ``RunWithPodSetsInfo``): unsuspended (a
+        Pod ungated), the admission's node selector, tolerations, labels and annotations in
+        its pod templates, and the job's uid on its pods, by which they are counted. Only
+        those fields are patched; False when the object is gone."""
+        integration = reconciler.integration_of(job)
+        infos = [replace(info, labels={**info.labels, JOB_UID_LABEL: str(job.uid)})
+                 for info in infos]
+        suspended = integration.suspend(job.manifest, True)
+        patch = merge_patch_from(suspended, integration.run_with_pod_sets_info(suspended, infos))
+        return self.patch(job, patch) is not None
+
+    def _stop_in_place(self, job: Job) -> reconciler.ClusterObject | None:
+        """Suspend the cluster's own object and put its pod templates back as they were
+        when it was adopted (Kueue's ``StopJob``: ``Suspend`` and ``RestorePodSetsInfo``),
+        as one patch guarded by the object's resourceVersion."""
+        integration = reconciler.integration_of(job)
+        current = self.backend.get_job(job.namespace, job.name, resource=self._resource(job))
+        if current is None:
+            return None
+        restored = integration.restore_pod_sets_info(integration.suspend(current, True),
+                                                     _adopted_pod_sets(integration, job))
+        patch = merge_patch_from(current, restored)
+        patch.setdefault("metadata", {})["resourceVersion"] = (
+            current.get("metadata") or {}).get("resourceVersion")
+        return self.patch(job, patch)
+
+    def _read_created(self, job: Job, *, fetch: bool) -> reconciler.ClusterObject | None:
+        """The object created on the cluster as the watch saw it (or, with ``fetch``, as
+        the server has it when the watch has it not)."""
+        integration = reconciler.integration_of(job)
+        obj = self.created.get((adoption_watch(integration).name, f"{job.namespace}/{job.name}"))
+        if obj is not None and obj.get(TOMBSTONE):
+            return None
+        if obj is None:
+            obj = self._fetched(job) if fetch else None
+            if obj is None:
+                return None
+        return self._object(job, obj)
 
     # --- stop and clean up --------------------------------------------------------------
 

@@ -206,10 +206,9 @@ def sync_cluster(cluster_id: int, *, now: datetime) -> SyncOutcome:
 
 class SimulatedCluster:
     """The simulated cluster as a ``job_reconciler.ClusterBackend``: it runs the stored job
-    itself (``runs_copies`` False), as pods of the ``Pod`` table that its kind's simulated
+    itself (never a copy), as pods of the ``Pod`` table that its kind's simulated
     controller (``GenericJob.simulated``) creates, replaces, gates and deletes."""
 
-    runs_copies = False
     location = ""
 
     def __init__(self, cluster: Cluster, *, now: datetime, events: list[Event]) -> None:
@@ -307,6 +306,12 @@ class SimulatedCluster:
         PodGroup.objects.filter(job=job).delete()
         self.pods.pop(job.pk, None)
         return reconciler.ClusterObject(suspended=True, status=job.status or {})
+
+    def runs_copy(self, job: Job) -> bool:
+        return False
+
+    def suspend(self, job: Job) -> reconciler.ClusterObject | None:
+        return self.patch(job, reconciler.integration_of(job).suspend({}, True))
 
     def delete(self, job: Job, *, reason: str) -> None:
         """The object is the stored job: deleting it is the job's deletion (its pods and

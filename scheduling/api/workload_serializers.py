@@ -15,7 +15,7 @@ from rest_framework import serializers
 
 from scheduling import jobframework
 from scheduling.api.base import object_metadata
-from scheduling.choices import WorkloadPhase
+from scheduling.choices import JobSource, WorkloadPhase
 from scheduling.models import Event, Job, Workload
 
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -81,8 +81,10 @@ def job_to_dict(job: Job) -> dict[str, Any]:
     metadata = dict(manifest.get("metadata") or {})
     metadata["resourceVersion"] = str(job.resource_version)
     metadata["creationTimestamp"] = _timestamp(job.created_at)
-    # Not a Kubernetes field: the scheduling domain (cluster) the Job was submitted to.
+    # Not Kubernetes fields: the scheduling domain (cluster) the Job was submitted to, and
+    # where it was created (``kueueweb``, or ``cluster``: with kubectl, adopted there).
     metadata["cluster"] = job.cluster.name
+    metadata["source"] = job.source
     manifest["metadata"] = metadata
     manifest["status"] = job.status or {}
     return manifest
@@ -115,6 +117,16 @@ class ObjectMetaSerializer(serializers.Serializer[Any]):
     ownerReferences = OwnerReferenceSerializer(many=True, read_only=True)
     cluster = serializers.CharField(
         read_only=True, help_text="Not a Kubernetes field: the cluster (scheduling domain).")
+
+
+class JobMetaSerializer(ObjectMetaSerializer):
+    # Named like ``Field.source``; the serializer's metaclass takes declared fields off the
+    # class, so the name is free for the API's field.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=JobSource.values, read_only=True,
+        help_text="Not a Kubernetes field: where the job was created: kueueweb (its API or "
+        "pages; the cluster runs a copy), or cluster (created there with kubectl and adopted: "
+        "the cluster's own object runs in place and is changed there, not through kueueweb).")
 
 
 class PodSetSerializer(serializers.Serializer[Any]):
@@ -204,7 +216,7 @@ class JobSerializer(serializers.Serializer[Job]):
 
     apiVersion = serializers.CharField(help_text="The kind's API version, e.g. batch/v1.")
     kind = serializers.CharField(help_text="An enabled job kind, e.g. Job.")
-    metadata = ObjectMetaSerializer()
+    metadata = JobMetaSerializer()
     spec = serializers.JSONField(help_text="The kind's spec (a batch/v1 JobSpec for a Job).")
     status = serializers.JSONField(read_only=True)
 

@@ -546,8 +546,8 @@ def _replica_controller(job: Job) -> tuple[Callable[..., Job], Callable[..., Job
     return None
 
 
-_JOB_READ_ONLY_METADATA = ("uid", "resourceVersion", "creationTimestamp", "cluster", "generation",
-                           "name", "namespace")
+_JOB_READ_ONLY_METADATA = ("uid", "resourceVersion", "creationTimestamp", "cluster", "source",
+                           "generation", "name", "namespace")
 
 
 def _stored_manifest(merged: Mapping[str, Any]) -> dict[str, Any]:
@@ -556,7 +556,7 @@ def _stored_manifest(merged: Mapping[str, Any]) -> dict[str, Any]:
     metadata = merged.get("metadata")
     if isinstance(metadata, Mapping):
         manifest["metadata"] = {k: v for k, v in metadata.items() if k not in (
-            "resourceVersion", "creationTimestamp", "cluster")}
+            "resourceVersion", "creationTimestamp", "cluster", "source")}
     return manifest
 
 

@@ -24,3 +24,22 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
+
+
+def merge_patch_from(source: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
+    """The smallest merge patch that turns ``source`` into ``target`` (``merge_patch(source,
+    result) == target``): members that differ, ``null`` for those ``target`` drops, objects
+    compared member by member, lists whole. Only what changed is sent, so whatever else the
+    server or its controllers wrote meanwhile is left alone."""
+    patch: dict[str, Any] = {}
+    for key in source.keys() - target.keys():
+        patch[key] = None
+    for key, value in target.items():
+        old = source.get(key)
+        if key in source and old == value:
+            continue
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            patch[key] = merge_patch_from(old, value)
+        else:
+            patch[key] = copy.deepcopy(value)
+    return patch

@@ -98,7 +98,7 @@ def _list_context(request: HttpRequest) -> dict[str, Any]:
     found = {
         row["id"]: row
         for row in Workload.objects.filter(id__in=ids).values(
-            *LIST_FIELDS, cluster_label=F("cluster__name"),
+            *LIST_FIELDS, cluster_label=F("cluster__name"), job_source=F("job__source"),
             cq_name=Coalesce(F("cluster_queue__name"), F("local_queue__cluster_queue__name")))
     }
     rows = [found[pk] for pk in ids if pk in found]

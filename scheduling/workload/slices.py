@@ -173,6 +173,10 @@ REFUSED_NO_WORKLOAD = jobframework.ScaleRefusal(
     "Forbidden: this kind makes no Workload (its jobs are queued, each on its own): there "
     "are no counts of its own to scale", "It makes no Workload: its jobs are scaled each on "
     "its own")
+REFUSED_CREATED_ON_CLUSTER = jobframework.ScaleRefusal(
+    "Forbidden: the job was created on its cluster (kubectl), which runs that object in "
+    "place: change it there (kubectl scale, kubectl edit), not through kueueweb",
+    "Created on the cluster (kubectl): change it there, not through kueueweb")
 REFUSED_NOT_ELASTIC = jobframework.ScaleRefusal(
     NOT_ELASTIC_MESSAGE, f'Only elastic jobs (annotation {jobframework.ELASTIC_JOB_ANNOTATION}: '
     '"true") can be scaled while admitted')
@@ -213,6 +217,8 @@ def scale_refusal(job: Job, workloads: Iterable[Workload]) -> jobframework.Scale
     kind = queued_kind(job)
     if kind is None:
         return REFUSED_NO_WORKLOAD
+    if job.created_on_cluster:
+        return REFUSED_CREATED_ON_CLUSTER
     if job_finished(job) or (workloads and all(
             wl.phase == WorkloadPhase.FINISHED for wl in workloads)):
         return REFUSED_FINISHED
@@ -313,7 +319,7 @@ def scale_job(job: Job, counts: Any, *, user: Any = None,
         wanted = {**previous, **requested}
         workloads = list(locked.workloads.select_for_update(no_key=True))
         refused = scale_refusal(locked, workloads)
-        if refused is REFUSED_FINISHED:
+        if refused in (REFUSED_FINISHED, REFUSED_CREATED_ON_CLUSTER):
             raise _refused(refused, paths)
         if wanted == previous:
             return ScaleResult(locked, current_slice(workloads), "unchanged", previous, wanted)

@@ -72,7 +72,6 @@ class CopyCluster:
     """A third backend, in memory: a cluster that runs copies of the stored objects and
     whose pods the test counts by hand. The reconciler needs nothing else."""
 
-    runs_copies = True
     location = " on cluster memory"
 
     def __init__(self, cluster_id: int) -> None:
@@ -81,6 +80,8 @@ class CopyCluster:
         self.active: dict[str, int] = {}
         self.calls: list[tuple[str, str]] = []
         self.refuse_patches = False
+        # The jobs it runs in place (their own object, as one created on the cluster).
+        self.in_place: set[str] = set()
 
     def create(self, job: Job, wl: Workload, infos: Sequence[PodSetInfo]) -> bool:
         self.calls.append(("create", job.name))
@@ -103,6 +104,12 @@ class CopyCluster:
             raise reconciler.PatchRefused("forbidden")
         self.objects[job.name]["spec"].update(patch.get("spec") or {})
         return self.read(job, None)
+
+    def runs_copy(self, job: Job) -> bool:
+        return job.name not in self.in_place
+
+    def suspend(self, job: Job) -> reconciler.ClusterObject | None:
+        return self.patch(job, reconciler.integration_of(job).suspend({}, True))
 
     def delete(self, job: Job, *, reason: str) -> None:
         self.calls.append(("delete", reason))
@@ -231,3 +238,26 @@ def test_the_ready_checks_pod_set_updates_reach_the_pods_and_a_conflict_fails_th
         'in admission check "other": invalid admission check PodSetUpdate: conflict for '
         "nodeSelector: conflict for key=pool, value1=default, value2=spot")
     assert Job.objects.get(pk=admitted_job.pk).suspend
+
+
+def test_a_job_run_in_place_is_suspended_but_never_deleted(
+    admitted_job: Job, manager: Cluster, admin_user: User, t0: datetime,
+) -> None:
+    backend = CopyCluster(manager.pk)
+    backend.in_place.add("a")
+    reconcile(admitted_job, backend, t0)
+    services.evict_workload(Workload.objects.get(job=admitted_job), user=admin_user, now=t0)
+
+    assert reconcile(admitted_job, backend, t0) == {
+        reconciler.Step.SUSPENDED, reconciler.Step.STOPPED}
+    assert backend.objects["a"]["spec"]["suspend"] is True
+
+    admission.run_admission_cycle(manager.pk, now=t0)
+    reconcile(admitted_job, backend, t0)
+    backend.objects["a"]["status"] = {"succeeded": 3, "conditions": [
+        {"type": "Complete", "status": "True"}]}
+
+    assert reconcile(admitted_job, backend, t0) == {reconciler.Step.FINISHED}
+    assert reconcile(admitted_job, backend, t0) == set()
+    assert "delete" not in [call for call, _ in backend.calls]
+    assert backend.objects["a"]["status"]["succeeded"] == 3

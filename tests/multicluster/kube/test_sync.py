@@ -143,7 +143,8 @@ def test_a_job_runs_to_finished_from_the_cluster_status(kube_api: Any, domain: C
     assert cond.is_true(job.status["conditions"], "Complete")
     assert job.status["succeeded"] == 3
     watches = [r.query for r in kube_api.requests_to("GET", "/apis/batch/v1/jobs")
-               if r.query.get("watch") == "true"]
+               if r.query.get("watch") == "true"
+               and r.query.get("labelSelector") == f"{ORIGIN_LABEL}=multikueue"]
     versions = [int(q["resourceVersion"]) for q in watches]
     assert len(versions) == 3
     assert versions == sorted(versions)

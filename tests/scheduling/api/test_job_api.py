@@ -72,6 +72,7 @@ def test_submit_json_answers_with_the_manifest_and_status(
             "resourceVersion": "1",
             "creationTimestamp": iso(job.created_at),
             "cluster": "manager",
+            "source": "kueueweb",
         },
         "status": {},
     }

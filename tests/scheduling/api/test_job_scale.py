@@ -12,7 +12,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from scheduling import jobframework, services
-from scheduling.choices import WorkloadPhase
+from scheduling.choices import JobSource, WorkloadPhase
 from scheduling.jobs import job as batch_job
 from scheduling.models import ClusterQueue, Event, Job, Workload
 from scheduling.workload import slices
@@ -388,3 +388,22 @@ def test_the_schema_describes_scale_and_patch(viewer_client: APIClient) -> None:
     spec = schema["components"]["schemas"]["JobSpecPatchRequest"]["properties"]
     assert set(spec) == {"parallelism"}
     assert "/api/v1/namespaces/{namespace}/jobs/{name}/scale" not in paths  # no-slash alias
+
+
+def test_a_job_created_on_its_cluster_is_changed_there_not_through_kueueweb(
+    operator_client: APIClient, queue: ClusterQueue,
+) -> None:
+    job = services.submit_job(job_manifest("kubectl", "lq-cq", parallelism=3),
+                              namespace="team-a", source=JobSource.CLUSTER)
+
+    scaled = operator_client.post(scale_url("kubectl"), {"parallelism": 5}, format="json")
+    patched = patch(operator_client, job_url("kubectl"), {"spec": {"parallelism": 5}})
+    read = operator_client.get(job_url("kubectl"))
+
+    assert scaled.status_code == patched.status_code == 400
+    assert scaled.json() == patched.json() == {"spec.parallelism": [
+        slices.REFUSED_CREATED_ON_CLUSTER.message]}
+    assert "kubectl scale" in slices.REFUSED_CREATED_ON_CLUSTER.message
+    assert Job.objects.get(pk=job.pk).manifest["spec"]["parallelism"] == 3
+    assert [wl.pod_sets[0]["count"] for wl in workloads(job)] == [3]
+    assert read.json()["metadata"]["source"] == "cluster"

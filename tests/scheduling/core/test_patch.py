@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scheduling.core.patch import merge_patch
+from scheduling.core.patch import merge_patch, merge_patch_from
 
 
 @pytest.mark.parametrize(("target", "patch", "result"), [
@@ -37,3 +37,21 @@ def test_neither_argument_is_changed_and_the_result_shares_nothing_with_the_patc
     merged["spec"]["template"]["containers"][0]["name"] = "edited"
     assert patch == {"spec": {"parallelism": 3, "template": {"containers": [{"name": "b"}]}}}
     assert target == {"spec": {"parallelism": 2, "template": {"containers": [{"name": "a"}]}}}
+
+
+def test_the_patch_between_two_objects_sends_only_what_changed() -> None:
+    running = {"spec": {"suspend": False, "parallelism": 2, "template": {
+        "metadata": {"labels": {"app": "a", "kueue.x-k8s.io/podset": "main"}},
+        "spec": {"nodeSelector": {"instance-type": "spot"}, "containers": [{"name": "c"}],
+                 "tolerations": [{"key": "spot"}]}}}}
+    restored = {"spec": {"suspend": True, "parallelism": 2, "template": {
+        "metadata": {"labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "c"}], "tolerations": []}}}}
+
+    patch = merge_patch_from(running, restored)
+
+    assert patch == {"spec": {"suspend": True, "template": {
+        "metadata": {"labels": {"kueue.x-k8s.io/podset": None}},
+        "spec": {"nodeSelector": None, "tolerations": []}}}}
+    assert merge_patch(running, patch) == restored
+    assert merge_patch_from(restored, restored) == {}

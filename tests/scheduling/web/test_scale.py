@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from multicluster.models import Pod
 from scheduling import jobframework, services
-from scheduling.choices import WorkloadPhase
+from scheduling.choices import JobSource, WorkloadPhase
 from scheduling.models import ClusterQueue, Job, Workload
 from scheduling.web import slices
 from scheduling.workload import slices as elastic
@@ -403,3 +403,22 @@ def test_the_action_needs_post_and_csrf(operator: User, elastic_job: Job) -> Non
                                                     "csrfmiddlewaretoken": token.group(1)})
     assert response.status_code == 302
     assert parallelism(elastic_job) == 2
+
+
+def test_a_job_created_on_its_cluster_is_marked_and_offers_no_scaling(
+    operator_ui: Client, queue: ClusterQueue,
+) -> None:
+    job = services.submit_job(job_manifest("kubectl", "lq-cq", parallelism=3),
+                              namespace="team-a", source=JobSource.CLUSTER)
+    submitted = submit("submitted")
+
+    page = operator_ui.get(job_page(job)).content.decode()
+    other = operator_ui.get(job_page(submitted)).content.decode()
+    listed = operator_ui.get(reverse("ui-workloads")).content.decode()
+
+    assert 'id="job-created-on-cluster"' in page
+    assert 'id="job-created-on-cluster"' not in other
+    assert "Created on the cluster (kubectl): change it there" in page
+    assert listed.count("data-created-on-cluster") == 1
+    [row] = [line for line in listed.splitlines() if "data-created-on-cluster" in line]
+    assert workload_page(workloads(job)[0]) in row
