@@ -306,19 +306,44 @@ class _Pass:
         self.ready_pods: Counter[str] = Counter()
         self._gang: bool | None = None
         self.pod_events_changed = False
+        # What this pass's refresh of each watch (kind name, selector) left: its state and
+        # how it went, or what it raised.
+        self.refreshed: dict[tuple[str, str], tuple[WatchState, RefreshResult | Exception]] = {}
 
     # --- 1. observe ---------------------------------------------------------------------
 
-    def _refresh(self, kind: WatchKind, selector: str) -> WatchState:
-        state = load_state(self.cluster, kind, selector)
-        result = self.backend.refresh(
-            kind, state, label_selector=selector or None,
+    def _refresh(self, kind: WatchKind, selector: str, *, save: bool = True) -> WatchState:
+        """The state of watch ``(kind, selector)`` as this pass's refresh left it (saved in
+        the cache unless the caller saves it), or what that refresh raised. A watch the
+        pass did not plan (its kind served since) is refreshed now."""
+        key = (kind.name, selector)
+        if key not in self.refreshed:
+            self._refresh_all([(kind, selector)])
+        state, result = self.refreshed.pop(key)
+        if isinstance(result, Exception):
+            raise result
+        if save:
+            save_state(self.cluster, kind, selector, state)
+        self.outcome.watches[kind.name] = result
+        return state
+
+    def _refresh_all(self, watches: Sequence[tuple[WatchKind, str]]) -> None:
+        """Refresh ``watches`` at once (``KubeBackend.refresh_all``). Their states are read
+        from and written to the cache here, in the pass's own thread; a server that cannot
+        be reached disconnects the cluster whichever watch found it, while other errors are
+        left to each watch's reader, which may tolerate them (a 403 on events)."""
+        states = [load_state(self.cluster, kind, selector) for kind, selector in watches]
+        results = self.backend.refresh_all(
+            [(kind, state, selector or None) for (kind, selector), state in zip(
+                watches, states, strict=True)],
             quiet_seconds=float(_options().get("KUBE_WATCH_QUIET_SECONDS",
                                                DEFAULT_WATCH_QUIET_SECONDS)),
             max_seconds=float(_options().get("KUBE_WATCH_MAX_SECONDS", DEFAULT_WATCH_MAX_SECONDS)))
-        save_state(self.cluster, kind, selector, state)
-        self.outcome.watches[kind.name] = result
-        return state
+        for result in results:
+            if isinstance(result, KubeUnavailable):
+                raise result
+        for (kind, selector), state, result in zip(watches, states, results, strict=True):
+            self.refreshed[(kind.name, selector)] = (state, result)
 
     def _watches(self) -> list[tuple[WatchKind, str]]:
         """The job kinds' watches with their selectors: kueueweb's copies, and the objects
@@ -327,10 +352,29 @@ class _Pass:
                 *((adoption_watch(i), adoption_selector(self.managed))
                   for i in self.adoptable.values())]
 
-    def observe(self) -> None:
+    def _planned_watches(self) -> list[tuple[WatchKind, str]]:
+        """Every watch of this pass: the served job kinds' copies, the cluster's own
+        objects, the objects created on the cluster, the namespaces when their labels
+        are needed, the pods and their Warning events."""
         for kind in self.kinds.values():
             if kind.resource is not None and not self.backend.serves(kind.resource):
                 self.unserved.add(kind.name)
+        watches = [(kind, origin_selector()) for kind in self.kinds.values()
+                   if kind.name not in self.unserved]
+        watches += [(mirrored.watch, "") for mirrored in cluster_objects.MIRRORED_KINDS
+                    if mirrored.watch.resource is not None
+                    and self.backend.serves(mirrored.watch.resource)]
+        watches += [(adoption_watch(integration), adoption_selector(self.managed))
+                    for integration in self.adoptable.values()
+                    if watch_kind(integration).name not in self.unserved]
+        if self.managed.without_queue_name and self.managed.namespace_selector is not None:
+            watches.append((NAMESPACES, ""))
+        return [*watches, (PODS, PODS_SELECTOR), (POD_EVENTS, "")]
+
+    def observe(self) -> None:
+        self._refresh_all(self._planned_watches())
+        for kind in self.kinds.values():
+            if kind.name in self.unserved:
                 continue
             state = self._refresh(kind, origin_selector())
             self.remote.update(((kind.name, key), obj) for key, obj in state.objects.items())
@@ -359,20 +403,13 @@ class _Pass:
         """The Warning events about our pods since the last pass, stored on their workloads
         (``pod_events``). Each pass keeps only the watch's resource version: the events
         are in the database once read, and most of a cluster's are about other pods."""
-        state = load_state(self.cluster, POD_EVENTS, "")
         try:
-            result = self.backend.refresh(
-                POD_EVENTS, state, label_selector=None,
-                quiet_seconds=float(_options().get("KUBE_WATCH_QUIET_SECONDS",
-                                                   DEFAULT_WATCH_QUIET_SECONDS)),
-                max_seconds=float(_options().get("KUBE_WATCH_MAX_SECONDS",
-                                                 DEFAULT_WATCH_MAX_SECONDS)))
+            state = self._refresh(POD_EVENTS, "", save=False)
         except KubeApiError as exc:
             # Events are an explanation, not what runs the jobs: a service account that
             # may not read them loses the explanation only.
             logger.warning("cluster %s: pod events not read: %s", self.cluster.name, exc)
             return
-        self.outcome.watches[POD_EVENTS.name] = result
         if pod_events.record_pod_events(self.cluster, state.objects.values(), pods,
                                         now=self.now):
             self.pod_events_changed = True
