@@ -380,7 +380,7 @@ class _Pass:
             self.remote.update(((kind.name, key), obj) for key, obj in state.objects.items())
         cluster_objects.sync_cluster_objects(
             self.cluster, serves=self.backend.serves,
-            refresh=lambda kind: self._refresh(kind, ""))
+            refresh=lambda kind: self._refresh(kind, ""), now=self.now)
         for name, integration in self.adoptable.items():
             if watch_kind(integration).name in self.unserved:
                 continue
@@ -585,7 +585,7 @@ class _Pass:
     def _remove_local(self, job: Job) -> None:
         """The object was deleted on the cluster: its local job and Workload go (the quota
         they held with them)."""
-        services.delete_job(job)
+        services.delete_job(job, now=self.now)
         name = f"{job.namespace}/{job.name}"
         self.outcome.removed.append(name)
         logger.info("cluster %s: %s %s was deleted there; its job is removed",
