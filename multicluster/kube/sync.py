@@ -7,7 +7,7 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
 0. **connect**: a disconnected cluster is probed once its back-off has passed (at once when
    its kubeconfig changed); a connected one is probed again every
    ``KUBE_PROBE_INTERVAL_SECONDS`` to refresh its nodes and capacity;
-1. **observe**: list + watch the job objects carrying our
+1. **observe**: list + watch (every watch at once) the job objects carrying our
    ``kueue.x-k8s.io/multikueue-origin`` label, those created on the cluster that kueueweb
    may manage (below) and the Pods carrying a ``kueue.x-k8s.io/job-uid``, resuming from the
    resource versions of the last pass (kept in the cache, not in process memory, so any
@@ -18,7 +18,8 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
 1b. **adopt** the managed objects created on the cluster (kubectl): each new one becomes a
    local job submitted as any job is, whose object is run in place; a local job whose
    object was deleted there is removed, and an adopted object whose local job was deleted
-   is deleted there;
+   is deleted there; an adopted Pod loses Kueue's finalizer once its Workload finished or
+   it is being deleted;
 2. for each local job of the domain, ``scheduling.job_reconciler.reconcile`` with this pass
    as its backend (for a job submitted through kueueweb the cluster runs a copy of the
    stored object; one created on the cluster is started and suspended in place by patches
@@ -102,6 +103,7 @@ from scheduling.core.patch import merge_patch_from
 from scheduling.core.pod_security import SYSTEM_NAMESPACES
 from scheduling.jobframework import JOB_UID_LABEL, QUEUE_NAME_LABEL, GenericJob, PodSetInfo
 from scheduling.jobframework.managed import ManagedJobs, namespace_labels_of
+from scheduling.jobs import pod as pods
 from scheduling.models import Event, Job, Workload
 from scheduling.workload import lifecycle, slices
 
@@ -454,6 +456,7 @@ class _Pass:
                     self._warn(wl, "SyncFailed", message)
                 else:
                     logger.warning("cluster %s: %s", self.cluster.name, message)
+        self._finalize_created()
         with transaction.atomic():
             Event.objects.bulk_create(self.events)
             if self.events or self.outcome.changed or self.pod_events_changed:
@@ -573,6 +576,38 @@ class _Pass:
                 self._delete_created(integration, obj)
             else:
                 self._adopt(integration, obj)
+
+    def _finalize_created(self) -> None:
+        """Take Kueue's finalizer off the adopted Pods whose Workload finished (this pass
+        included) or that are being deleted (Kueue's ``Finalize``): Kueue's Pod webhook puts
+        it on every Pod it manages so that one is not gone before its Workload counts it,
+        and kubectl's deletion of a Pod waits for it to go."""
+        held = {key: obj for key, obj in self.created.items()
+                if not obj.get(TOMBSTONE) and pods.FINALIZER in (obj.get("finalizers") or ())}
+        if not held:
+            return
+        adopted = {key: job for key, job in self._adopted_jobs().items()
+                   if key in held and held[key].get("uid") == str(job.uid)}
+        finished = Workload.objects.filter(phase=WorkloadPhase.FINISHED)
+        finished_jobs = set(finished.filter(job__in=list(adopted.values()))
+                            .values_list("job_id", flat=True))
+        # A pod group's Workload is linked to one member and finishes for all of them.
+        groups = {job.group_name for job in adopted.values() if job.group_name}
+        finished_groups = set(finished.filter(
+            job__cluster=self.cluster, job__group_name__in=groups,
+        ).values_list("job__namespace", "job__group_name")) if groups else set()
+        for key, job in adopted.items():
+            obj = held[key]
+            if not (obj.get("deleting") or job.pk in finished_jobs
+                    or (job.group_name and (job.namespace, job.group_name) in finished_groups)):
+                continue
+            rest = [f for f in obj.get("finalizers") or () if f != pods.FINALIZER]
+            try:
+                self.backend.patch_job(job.namespace, job.name, {"metadata": {
+                    "finalizers": rest or None}}, resource=self._resource(job))
+            except KubeApiError as exc:
+                logger.warning("cluster %s: the finalizer of %s %s/%s not removed: %s",
+                               self.cluster.name, job.kind, job.namespace, job.name, exc)
 
     def _still_there(self, job: Job) -> bool:
         """An adopted object the watch no longer lists: deleted, or no longer selected."""
