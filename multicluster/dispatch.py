@@ -344,7 +344,7 @@ def _delete_remote(remote: Workload, *, now: datetime) -> None:
     job = remote.job
     remote.delete()
     if job is not None and _ours(job):
-        _delete_remote_job(remote, job)
+        _delete_remote_job(remote, job, now=now)
     if freed is not None:
         admission.on_quota_released(worker_id, [freed], now=now)
     else:
@@ -352,16 +352,16 @@ def _delete_remote(remote: Workload, *, now: datetime) -> None:
     reconcile.request_cluster_sync(worker_id)
 
 
-def _delete_remote_job(remote: Workload, job: Job) -> None:
+def _delete_remote_job(remote: Workload, job: Job, *, now: datetime) -> None:
     """The worker's job of the deleted ``remote`` Workload, once no Workload is left to it."""
     if _multi_workload_kind(job) is not None:
-        _delete_remote_component(remote, job)
+        _delete_remote_component(remote, job, now=now)
         return
     if job.workloads.exists():
         return
     if reconciler.runs_through_members(job):
         # A StatefulSet goes with its Pods, as the worker's garbage collector takes them.
-        delete_job(job)
+        delete_job(job, now=now)
         return
     # A group's members go together (Kueue's pod adapter deletes every member's copy).
     members = job.group_members() if job.group_name else [job]
@@ -724,13 +724,13 @@ def _ensure_remote_owner(hub_job: Job, kind: MultiWorkloadKind, remote: Workload
     reconcile.request_cluster_sync(int(worker.pk))
 
 
-def _delete_remote_component(remote: Workload, owner: Job) -> None:
+def _delete_remote_component(remote: Workload, owner: Job, *, now: datetime) -> None:
     """One Workload of a multi-Workload owner left its worker: the pods of its group go
     with it, and the owner with its last Workload."""
     Job.objects.filter(cluster=owner.cluster, namespace=owner.namespace,
                        group_name=remote.name).delete()
     if not owner.workloads.exists():
-        delete_job(owner)
+        delete_job(owner, now=now)
 
 
 # =========================================================================================

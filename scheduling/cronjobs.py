@@ -75,7 +75,7 @@ def sync_cronjob(cronjob_id: int, *, now: datetime) -> datetime | None:
         events = [_event(cronjob, type_, reason, message, now)
                   for type_, reason, message in plan.events]
         for name, _reason in plan.delete:
-            services.delete_job(children[name])
+            services.delete_job(children[name], now=now)
             events.append(_event(cronjob, EventType.NORMAL, "SuccessfulDelete",
                                  f"Deleted job {name}", now))
         new_status = plan.status

@@ -85,7 +85,7 @@ def sync_deployment(deployment_id: int, *, now: datetime) -> None:
                          [child_pod(job) for job in children.values()], now=now)
         events: list[Event] = []
         for name, _reason in plan.delete:
-            services.delete_job(children[name])
+            services.delete_job(children[name], now=now)
             events.append(owner_event(deployment, EventType.NORMAL, "SuccessfulDelete",
                                       f"Deleted pod: {name}", now))
         missing = sum(not _create(deployment, now, events) for _ in range(plan.create))

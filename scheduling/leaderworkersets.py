@@ -91,9 +91,9 @@ def sync_leaderworkerset(lws_id: int, *, now: datetime) -> None:
         # A group above replicas goes with its Workload: the quota it held is free at once;
         # so does the Workload of a group a rolling update recreates, built again below.
         for index in plan.delete_workloads:
-            services.delete_workload(workloads.pop(index))
+            services.delete_workload(workloads.pop(index), now=now)
         for name, _reason in plan.delete_pods:
-            services.delete_job(children[name])
+            services.delete_job(children[name], now=now)
             events.append(services.owner_event(lws, EventType.NORMAL, "SuccessfulDelete",
                                                f"Deleted pod: {name}", now))
         services.follow_owner_queue(lws, workloads.values())

@@ -140,11 +140,12 @@ def job_priority(kind: jobframework.JobKind, manifest: Mapping[str, Any], *,
     return "", "", 0
 
 
-def requeue_for_cluster_objects(cluster_id: int, namespaces: Iterable[str] | None) -> None:
+def requeue_for_cluster_objects(cluster_id: int, namespaces: Iterable[str] | None, *,
+                                now: datetime) -> None:
     """A LimitRange (of ``namespaces``) or a RuntimeClass (None: any namespace) of the
     cluster changed: its pending workloads may ask for other amounts now, so the parked
     ones go back to their queues and a cycle looks at them again."""
-    admission.requeue_pending_of(cluster_id, namespaces, now=timezone.now())
+    admission.requeue_pending_of(cluster_id, namespaces, now=now)
 
 
 def local_queue_for(cluster: Cluster, namespace: str, queue_name: str) -> LocalQueue | None:
@@ -540,20 +541,24 @@ def find_job(jobs: QuerySet[Job], name: str, *, kind: str | None = None) -> Job 
     return found[0] if found else None
 
 
-def delete_job(job: Job) -> None:
+def delete_job(job: Job, *, now: datetime | None = None) -> None:
     """Delete a Job and its workloads, and the jobs it controls (a Deployment's Pods, a
     CronJob's Jobs) with theirs, as Kubernetes' garbage collector deletes an owner's
     dependents; the quota they held is free once they are gone (usage is derived from
     admitted workloads, never stored). A job created on its cluster is deleted there by the
-    cluster's next pass, asked for now."""
+    cluster's next pass, asked for now.
+
+    A reconciler passes the time of its pass as ``now``: the batched requeue of the freed
+    queues is due a batch period after it, on the same clock its admission cycles use."""
+    now = timezone.now() if now is None else now
     with transaction.atomic():
         doomed = _with_dependents(job)
-        _hand_over_group_workloads(doomed, now=timezone.now())
+        _hand_over_group_workloads(doomed, now=now)
         freed = _reserving_queue_ids(Workload.objects.filter(job__in=doomed))
         on_cluster = any(j.created_on_cluster for j in doomed)
         Workload.objects.filter(job__in=doomed).delete()
         Job.objects.filter(pk__in=[j.pk for j in doomed]).delete()
-        _after_removal(job.cluster_id, freed)  # type: ignore[arg-type]
+        _after_removal(job.cluster_id, freed, now=now)  # type: ignore[arg-type]
         if on_cluster:
             reconcile.request_cluster_sync(job.cluster_id)  # type: ignore[arg-type]
 
@@ -924,12 +929,14 @@ def _metadata_patch_errors(workload: Workload, metadata: Any) -> list[FieldError
     return errors
 
 
-def delete_workload(workload: Workload) -> None:
-    """Delete a workload; the quota it held is free at once (usage is derived)."""
+def delete_workload(workload: Workload, *, now: datetime | None = None) -> None:
+    """Delete a workload; the quota it held is free at once (usage is derived). A
+    reconciler passes the time of its pass as ``now`` (``delete_job``)."""
     with transaction.atomic():
         freed = _reserving_queue_ids(Workload.objects.filter(pk=workload.pk))
         workload.delete()
-        _after_removal(workload.cluster_id, freed)  # type: ignore[arg-type]
+        _after_removal(workload.cluster_id, freed,  # type: ignore[arg-type]
+                       now=timezone.now() if now is None else now)
 
 
 def _reserving_queue_ids(workloads: Any) -> set[int]:
@@ -939,10 +946,10 @@ def _reserving_queue_ids(workloads: Any) -> set[int]:
     )
 
 
-def _after_removal(cluster_id: int, freed_queue_ids: set[int]) -> None:
+def _after_removal(cluster_id: int, freed_queue_ids: set[int], *, now: datetime) -> None:
     """Quota given back lets parked workloads of those cohort trees try again."""
     if freed_queue_ids:
-        admission.on_quota_released(cluster_id, freed_queue_ids, now=timezone.now())
+        admission.on_quota_released(cluster_id, freed_queue_ids, now=now)
     else:
         admission.request_admission(cluster_id)
 

@@ -72,7 +72,7 @@ def sync_statefulset(statefulset_id: int, *, now: datetime) -> None:
         plan = KIND.plan_pods(statefulset.manifest, status,
                               [child_pod(job, REVISION_LABEL) for job in children.values()])
         for name, _reason in plan.delete:
-            services.delete_job(children[name])
+            services.delete_job(children[name], now=now)
             events.append(_event(statefulset, EventType.NORMAL, "SuccessfulDelete",
                                  f"delete Pod {name} in StatefulSet {statefulset.name} "
                                  "successful", now))

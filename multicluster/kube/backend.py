@@ -10,6 +10,8 @@ List + watch (``KubeBackend.refresh``) keeps a ``WatchState`` (resource version 
 objects) up to date: a list when there is no resource version, else a watch from it that is
 read until the server has been quiet for a moment; a stream that breaks is resumed once from
 the last version seen, and ``410 Gone`` (the version is too old) means a fresh list.
+``KubeBackend.refresh_all`` refreshes many watches at once, so a pass waits for one quiet
+moment, not one per watch.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -470,6 +473,31 @@ class KubeBackend:
             if attempt == 0:
                 result.resumed += 1
         return result
+
+    def refresh_all(self, watches: Sequence[tuple[WatchKind, WatchState, str | None]], *,
+                    quiet_seconds: float, max_seconds: float
+                    ) -> list[RefreshResult | Exception]:
+        """``refresh`` of each (kind, state, label selector), all at once: each watch waits
+        for its stream to go quiet, so one after another a pass would wait once per watch.
+
+        Each refresh runs in a thread of its own and touches only its own ``state`` and the
+        client, whose connection pool (urllib3's) is safe to share between threads; what it
+        raises is returned in its place, in the order given, for the caller to decide."""
+        if not watches:
+            return []
+
+        def one(watch: tuple[WatchKind, WatchState, str | None]) -> RefreshResult | Exception:
+            kind, state, selector = watch
+            try:
+                return self.refresh(kind, state, label_selector=selector,
+                                    quiet_seconds=quiet_seconds, max_seconds=max_seconds)
+            except Exception as exc:  # handed back to the caller's thread, raised there
+                return exc
+
+        workers = min(len(watches), self.kube.max_connections)
+        with ThreadPoolExecutor(max_workers=workers,
+                                thread_name_prefix="kube-watch") as pool:
+            return list(pool.map(one, watches))
 
     def _watch(self, kind: WatchKind, state: WatchState, *, label_selector: str | None,
                quiet_seconds: float, deadline: float) -> tuple[int, bool]:

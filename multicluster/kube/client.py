@@ -42,6 +42,10 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 10.0
 DISCOVERY_TTL_SECONDS = 60.0
+# Connections kept open to one server: a pass holds one per watch while it refreshes them
+# all at once (``KubeBackend.refresh_all``), and urllib3 drops, rather than reuses, any
+# connection beyond its pool's size.
+MAX_CONNECTIONS = 64
 # Statuses that say "this server cannot be used now" rather than "this request is wrong".
 _UNAVAILABLE_STATUSES = frozenset({0, 401, 429})
 
@@ -187,6 +191,12 @@ class KubeClient:
         self._discovery: dict[str, tuple[float, frozenset[str] | None]] = {}
         self._lock = threading.Lock()
 
+    @property
+    def max_connections(self) -> int:
+        """The connections its pool keeps: the most requests worth making at once."""
+        size = self.api_client.configuration.connection_pool_maxsize
+        return max(int(size or 1), 1)
+
     def objects(self, group: str) -> Any:
         """The generic API of a group's objects: the custom objects API, or its counterpart
         on ``/api`` for the core group."""
@@ -276,6 +286,7 @@ def build_client(kubeconfig: str) -> KubeClient:
     configuration = k8s.Configuration()
     # No urllib3 retries: a failure is reported at once and retried with back-off.
     configuration.retries = 0
+    configuration.connection_pool_maxsize = MAX_CONNECTIONS
     try:
         api_client = k8s_config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
             data, persist_config=False, client_configuration=configuration)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import models, transaction
@@ -85,9 +86,11 @@ def _key(row: Mapping[str, Any]) -> str:
     return f"{namespace}/{row['name']}" if namespace else str(row["name"])
 
 
-def mirror(cluster: Cluster, kind: MirroredKind, state: WatchState) -> set[str]:
+def mirror(cluster: Cluster, kind: MirroredKind, state: WatchState, *,
+           now: datetime) -> set[str]:
     """Make the domain's rows of ``kind`` what ``state`` holds, in one transaction; returns
-    the keys (``namespace/name`` or ``name``) created, changed or deleted."""
+    the keys (``namespace/name`` or ``name``) created, changed or deleted. ``now`` is the
+    pass's time, which the requeue of pending workloads is stamped with."""
     manager: Any = kind.model._default_manager
     changed: set[str] = set()
     with transaction.atomic():
@@ -112,12 +115,13 @@ def mirror(cluster: Cluster, kind: MirroredKind, state: WatchState) -> set[str]:
             # watches both kinds and re-queues the pending workloads they concern).
             namespaces = ({key.partition("/")[0] for key in changed}
                           if kind is LIMIT_RANGES else None)
-            services.requeue_for_cluster_objects(cluster.pk, namespaces)
+            services.requeue_for_cluster_objects(cluster.pk, namespaces, now=now)
     return changed
 
 
 def sync_cluster_objects(cluster: Cluster, *, serves: Callable[[tuple[str, str, str]], bool],
-                         refresh: Callable[[WatchKind], WatchState]) -> dict[str, set[str]]:
+                         refresh: Callable[[WatchKind], WatchState],
+                         now: datetime) -> dict[str, set[str]]:
     """Refresh and mirror every kind the cluster serves; returns what changed by kind."""
     changes: dict[str, set[str]] = {}
     for kind in MIRRORED_KINDS:
@@ -133,7 +137,7 @@ def sync_cluster_objects(cluster: Cluster, *, serves: Callable[[tuple[str, str, 
             logger.warning("cluster %s: may not list and watch %s (%s); grant it to let "
                            "admission see them", cluster.name, kind.watch.name, exc.message)
             continue
-        changed = mirror(cluster, kind, state)
+        changed = mirror(cluster, kind, state, now=now)
         if changed:
             changes[kind.watch.name] = changed
     return changes

@@ -7,7 +7,7 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
 0. **connect**: a disconnected cluster is probed once its back-off has passed (at once when
    its kubeconfig changed); a connected one is probed again every
    ``KUBE_PROBE_INTERVAL_SECONDS`` to refresh its nodes and capacity;
-1. **observe**: list + watch the job objects carrying our
+1. **observe**: list + watch (every watch at once) the job objects carrying our
    ``kueue.x-k8s.io/multikueue-origin`` label, those created on the cluster that kueueweb
    may manage (below) and the Pods carrying a ``kueue.x-k8s.io/job-uid``, resuming from the
    resource versions of the last pass (kept in the cache, not in process memory, so any
@@ -18,7 +18,8 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
 1b. **adopt** the managed objects created on the cluster (kubectl): each new one becomes a
    local job submitted as any job is, whose object is run in place; a local job whose
    object was deleted there is removed, and an adopted object whose local job was deleted
-   is deleted there;
+   is deleted there; an adopted Pod loses Kueue's finalizer once its Workload finished or
+   it is being deleted;
 2. for each local job of the domain, ``scheduling.job_reconciler.reconcile`` with this pass
    as its backend (for a job submitted through kueueweb the cluster runs a copy of the
    stored object; one created on the cluster is started and suspended in place by patches
@@ -102,6 +103,7 @@ from scheduling.core.patch import merge_patch_from
 from scheduling.core.pod_security import SYSTEM_NAMESPACES
 from scheduling.jobframework import JOB_UID_LABEL, QUEUE_NAME_LABEL, GenericJob, PodSetInfo
 from scheduling.jobframework.managed import ManagedJobs, namespace_labels_of
+from scheduling.jobs import pod as pods
 from scheduling.models import Event, Job, Workload
 from scheduling.workload import lifecycle, slices
 
@@ -306,19 +308,44 @@ class _Pass:
         self.ready_pods: Counter[str] = Counter()
         self._gang: bool | None = None
         self.pod_events_changed = False
+        # What this pass's refresh of each watch (kind name, selector) left: its state and
+        # how it went, or what it raised.
+        self.refreshed: dict[tuple[str, str], tuple[WatchState, RefreshResult | Exception]] = {}
 
     # --- 1. observe ---------------------------------------------------------------------
 
-    def _refresh(self, kind: WatchKind, selector: str) -> WatchState:
-        state = load_state(self.cluster, kind, selector)
-        result = self.backend.refresh(
-            kind, state, label_selector=selector or None,
+    def _refresh(self, kind: WatchKind, selector: str, *, save: bool = True) -> WatchState:
+        """The state of watch ``(kind, selector)`` as this pass's refresh left it (saved in
+        the cache unless the caller saves it), or what that refresh raised. A watch the
+        pass did not plan (its kind served since) is refreshed now."""
+        key = (kind.name, selector)
+        if key not in self.refreshed:
+            self._refresh_all([(kind, selector)])
+        state, result = self.refreshed.pop(key)
+        if isinstance(result, Exception):
+            raise result
+        if save:
+            save_state(self.cluster, kind, selector, state)
+        self.outcome.watches[kind.name] = result
+        return state
+
+    def _refresh_all(self, watches: Sequence[tuple[WatchKind, str]]) -> None:
+        """Refresh ``watches`` at once (``KubeBackend.refresh_all``). Their states are read
+        from and written to the cache here, in the pass's own thread; a server that cannot
+        be reached disconnects the cluster whichever watch found it, while other errors are
+        left to each watch's reader, which may tolerate them (a 403 on events)."""
+        states = [load_state(self.cluster, kind, selector) for kind, selector in watches]
+        results = self.backend.refresh_all(
+            [(kind, state, selector or None) for (kind, selector), state in zip(
+                watches, states, strict=True)],
             quiet_seconds=float(_options().get("KUBE_WATCH_QUIET_SECONDS",
                                                DEFAULT_WATCH_QUIET_SECONDS)),
             max_seconds=float(_options().get("KUBE_WATCH_MAX_SECONDS", DEFAULT_WATCH_MAX_SECONDS)))
-        save_state(self.cluster, kind, selector, state)
-        self.outcome.watches[kind.name] = result
-        return state
+        for result in results:
+            if isinstance(result, KubeUnavailable):
+                raise result
+        for (kind, selector), state, result in zip(watches, states, results, strict=True):
+            self.refreshed[(kind.name, selector)] = (state, result)
 
     def _watches(self) -> list[tuple[WatchKind, str]]:
         """The job kinds' watches with their selectors: kueueweb's copies, and the objects
@@ -327,16 +354,35 @@ class _Pass:
                 *((adoption_watch(i), adoption_selector(self.managed))
                   for i in self.adoptable.values())]
 
-    def observe(self) -> None:
+    def _planned_watches(self) -> list[tuple[WatchKind, str]]:
+        """Every watch of this pass: the served job kinds' copies, the cluster's own
+        objects, the objects created on the cluster, the namespaces when their labels
+        are needed, the pods and their Warning events."""
         for kind in self.kinds.values():
             if kind.resource is not None and not self.backend.serves(kind.resource):
                 self.unserved.add(kind.name)
+        watches = [(kind, origin_selector()) for kind in self.kinds.values()
+                   if kind.name not in self.unserved]
+        watches += [(mirrored.watch, "") for mirrored in cluster_objects.MIRRORED_KINDS
+                    if mirrored.watch.resource is not None
+                    and self.backend.serves(mirrored.watch.resource)]
+        watches += [(adoption_watch(integration), adoption_selector(self.managed))
+                    for integration in self.adoptable.values()
+                    if watch_kind(integration).name not in self.unserved]
+        if self.managed.without_queue_name and self.managed.namespace_selector is not None:
+            watches.append((NAMESPACES, ""))
+        return [*watches, (PODS, PODS_SELECTOR), (POD_EVENTS, "")]
+
+    def observe(self) -> None:
+        self._refresh_all(self._planned_watches())
+        for kind in self.kinds.values():
+            if kind.name in self.unserved:
                 continue
             state = self._refresh(kind, origin_selector())
             self.remote.update(((kind.name, key), obj) for key, obj in state.objects.items())
         cluster_objects.sync_cluster_objects(
             self.cluster, serves=self.backend.serves,
-            refresh=lambda kind: self._refresh(kind, ""))
+            refresh=lambda kind: self._refresh(kind, ""), now=self.now)
         for name, integration in self.adoptable.items():
             if watch_kind(integration).name in self.unserved:
                 continue
@@ -359,20 +405,13 @@ class _Pass:
         """The Warning events about our pods since the last pass, stored on their workloads
         (``pod_events``). Each pass keeps only the watch's resource version: the events
         are in the database once read, and most of a cluster's are about other pods."""
-        state = load_state(self.cluster, POD_EVENTS, "")
         try:
-            result = self.backend.refresh(
-                POD_EVENTS, state, label_selector=None,
-                quiet_seconds=float(_options().get("KUBE_WATCH_QUIET_SECONDS",
-                                                   DEFAULT_WATCH_QUIET_SECONDS)),
-                max_seconds=float(_options().get("KUBE_WATCH_MAX_SECONDS",
-                                                 DEFAULT_WATCH_MAX_SECONDS)))
+            state = self._refresh(POD_EVENTS, "", save=False)
         except KubeApiError as exc:
             # Events are an explanation, not what runs the jobs: a service account that
             # may not read them loses the explanation only.
             logger.warning("cluster %s: pod events not read: %s", self.cluster.name, exc)
             return
-        self.outcome.watches[POD_EVENTS.name] = result
         if pod_events.record_pod_events(self.cluster, state.objects.values(), pods,
                                         now=self.now):
             self.pod_events_changed = True
@@ -417,6 +456,7 @@ class _Pass:
                     self._warn(wl, "SyncFailed", message)
                 else:
                     logger.warning("cluster %s: %s", self.cluster.name, message)
+        self._finalize_created()
         with transaction.atomic():
             Event.objects.bulk_create(self.events)
             if self.events or self.outcome.changed or self.pod_events_changed:
@@ -537,6 +577,38 @@ class _Pass:
             else:
                 self._adopt(integration, obj)
 
+    def _finalize_created(self) -> None:
+        """Take Kueue's finalizer off the adopted Pods whose Workload finished (this pass
+        included) or that are being deleted (Kueue's ``Finalize``): Kueue's Pod webhook puts
+        it on every Pod it manages so that one is not gone before its Workload counts it,
+        and kubectl's deletion of a Pod waits for it to go."""
+        held = {key: obj for key, obj in self.created.items()
+                if not obj.get(TOMBSTONE) and pods.FINALIZER in (obj.get("finalizers") or ())}
+        if not held:
+            return
+        adopted = {key: job for key, job in self._adopted_jobs().items()
+                   if key in held and held[key].get("uid") == str(job.uid)}
+        finished = Workload.objects.filter(phase=WorkloadPhase.FINISHED)
+        finished_jobs = set(finished.filter(job__in=list(adopted.values()))
+                            .values_list("job_id", flat=True))
+        # A pod group's Workload is linked to one member and finishes for all of them.
+        groups = {job.group_name for job in adopted.values() if job.group_name}
+        finished_groups = set(finished.filter(
+            job__cluster=self.cluster, job__group_name__in=groups,
+        ).values_list("job__namespace", "job__group_name")) if groups else set()
+        for key, job in adopted.items():
+            obj = held[key]
+            if not (obj.get("deleting") or job.pk in finished_jobs
+                    or (job.group_name and (job.namespace, job.group_name) in finished_groups)):
+                continue
+            rest = [f for f in obj.get("finalizers") or () if f != pods.FINALIZER]
+            try:
+                self.backend.patch_job(job.namespace, job.name, {"metadata": {
+                    "finalizers": rest or None}}, resource=self._resource(job))
+            except KubeApiError as exc:
+                logger.warning("cluster %s: the finalizer of %s %s/%s not removed: %s",
+                               self.cluster.name, job.kind, job.namespace, job.name, exc)
+
     def _still_there(self, job: Job) -> bool:
         """An adopted object the watch no longer lists: deleted, or no longer selected."""
         kind = watch_kind(reconciler.integration_of(job)).name
@@ -548,7 +620,7 @@ class _Pass:
     def _remove_local(self, job: Job) -> None:
         """The object was deleted on the cluster: its local job and Workload go (the quota
         they held with them)."""
-        services.delete_job(job)
+        services.delete_job(job, now=self.now)
         name = f"{job.namespace}/{job.name}"
         self.outcome.removed.append(name)
         logger.info("cluster %s: %s %s was deleted there; its job is removed",

@@ -6,11 +6,10 @@ as ``kubectl`` would."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import yaml
 from django.core.management import call_command
 
 from multicluster.models import Cluster
@@ -23,16 +22,6 @@ pytestmark = pytest.mark.slow
 
 QUEUE = "kueue.x-k8s.io/queue-name"
 PRIORITY = "kueue.x-k8s.io/priority-class"
-
-
-@pytest.fixture
-def client(kube_api: FakeKubeAPI) -> Iterator[Any]:
-    """The official client on the test server, as a user's kubectl."""
-    from kubernetes import config  # noqa: TID251 - the user's client, not kueueweb's
-
-    api_client = config.new_client_from_config_dict(yaml.safe_load(kube_api.kubeconfig))
-    yield api_client
-    api_client.close()
 
 
 @pytest.fixture
@@ -62,18 +51,18 @@ def _pod_spec() -> dict[str, Any]:
 
 
 def test_objects_created_with_kubectl_come_back_suspended_with_kueues_defaults(
-        installed: FakeKubeAPI, client: Any) -> None:
+        installed: FakeKubeAPI, kubectl_api: Any) -> None:
     from kubernetes import client as k8s  # noqa: TID251 - the user's client
 
     ns = installed.namespace
     body = job_manifest("train", "ignored")
     del body["metadata"]["labels"][QUEUE]
-    job = k8s.BatchV1Api(client).create_namespaced_job(ns, body)
+    job = k8s.BatchV1Api(kubectl_api).create_namespaced_job(ns, body)
     assert job.spec.suspend is True
     assert job.metadata.labels[QUEUE] == "default"
     assert job.metadata.labels[PRIORITY] == "default"
 
-    jobset = k8s.CustomObjectsApi(client).create_namespaced_custom_object(
+    jobset = k8s.CustomObjectsApi(kubectl_api).create_namespaced_custom_object(
         "jobset.x-k8s.io", "v1alpha2", ns, "jobsets", {
             "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": "js", "labels": {QUEUE: "default"}},
@@ -83,7 +72,7 @@ def test_objects_created_with_kubectl_come_back_suspended_with_kueues_defaults(
     assert jobset["spec"]["suspend"] is True
     assert jobset["metadata"]["labels"] == {QUEUE: "default", PRIORITY: "default"}
 
-    pod = k8s.CoreV1Api(client).create_namespaced_pod(ns, {
+    pod = k8s.CoreV1Api(kubectl_api).create_namespaced_pod(ns, {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "solo"}, "spec": _pod_spec()})
     assert [g.name for g in pod.spec.scheduling_gates] == ["kueue.x-k8s.io/admission"]
     assert pod.metadata.labels == {QUEUE: "default", PRIORITY: "default",
@@ -98,11 +87,11 @@ def test_objects_created_with_kubectl_come_back_suspended_with_kueues_defaults(
 
 
 def test_a_queue_change_on_a_running_job_is_refused_with_kueues_message(
-        installed: FakeKubeAPI, client: Any) -> None:
+        installed: FakeKubeAPI, kubectl_api: Any) -> None:
     from kubernetes import client as k8s  # noqa: TID251 - the user's client
     from kubernetes.client.exceptions import ApiException  # noqa: TID251
 
-    ns, batch = installed.namespace, k8s.BatchV1Api(client)
+    ns, batch = installed.namespace, k8s.BatchV1Api(kubectl_api)
     batch.create_namespaced_job(ns, job_manifest("train", "default"))
     # Unsuspended (as Kueue does once admitted): an update the webhooks allow.
     running = batch.patch_namespaced_job("train", ns, {"spec": {"suspend": False}})
@@ -125,7 +114,7 @@ def test_a_queue_change_on_a_running_job_is_refused_with_kueues_message(
 
 
 def test_an_unreachable_webhook_refuses_the_request_under_failure_policy_fail(
-        installed: FakeKubeAPI, client: Any, kube_cluster: Cluster) -> None:
+        installed: FakeKubeAPI, kubectl_api: Any, kube_cluster: Cluster) -> None:
     from kubernetes import client as k8s  # noqa: TID251 - the user's client
     from kubernetes.client.exceptions import ApiException  # noqa: TID251
 
@@ -138,7 +127,7 @@ def test_an_unreachable_webhook_refuses_the_request_under_failure_policy_fail(
         installed._store["mutatingwebhookconfigurations"][
             ("", "kueueweb-mutating-webhook-configuration")] = config
     with pytest.raises(ApiException) as refused:
-        k8s.BatchV1Api(client).create_namespaced_job(
+        k8s.BatchV1Api(kubectl_api).create_namespaced_job(
             installed.namespace, job_manifest("train", "default"))
     assert refused.value.status == 500
     message = json.loads(refused.value.body)["message"]
@@ -152,17 +141,17 @@ def test_an_unreachable_webhook_refuses_the_request_under_failure_policy_fail(
     with installed._cond:
         installed._store["mutatingwebhookconfigurations"][
             ("", "kueueweb-mutating-webhook-configuration")] = config
-    job = k8s.BatchV1Api(client).create_namespaced_job(
+    job = k8s.BatchV1Api(kubectl_api).create_namespaced_job(
         installed.namespace, job_manifest("train", "default"))
     assert job.spec.suspend is False
     assert [call[2] for call in installed.admission_calls][-1] == "allowed"
 
 
 def test_only_objects_the_selectors_match_are_sent_to_the_webhooks(
-        installed: FakeKubeAPI, client: Any) -> None:
+        installed: FakeKubeAPI, kubectl_api: Any) -> None:
     from kubernetes import client as k8s  # noqa: TID251 - the user's client
 
-    batch = k8s.BatchV1Api(client)
+    batch = k8s.BatchV1Api(kubectl_api)
     # Kueue's namespaceSelector leaves kube-system out.
     system = batch.create_namespaced_job("kube-system", job_manifest("sys", "default"))
     assert system.spec.suspend is False
@@ -187,12 +176,12 @@ def test_only_objects_the_selectors_match_are_sent_to_the_webhooks(
                                          ("vjob.kb.io", "CREATE", "allowed")]
 
 
-def test_removed_webhooks_are_no_longer_called(installed: FakeKubeAPI, client: Any,
+def test_removed_webhooks_are_no_longer_called(installed: FakeKubeAPI, kubectl_api: Any,
                                                kube_cluster: Cluster) -> None:
     from kubernetes import client as k8s  # noqa: TID251 - the user's client
 
     call_command("webhooks", "remove", "--cluster", kube_cluster.name)
-    job = k8s.BatchV1Api(client).create_namespaced_job(
+    job = k8s.BatchV1Api(kubectl_api).create_namespaced_job(
         installed.namespace, job_manifest("train", "default"))
     assert job.spec.suspend is False
     assert installed.admission_calls == []

@@ -6,7 +6,7 @@ left on the cluster once finished, and removed locally when deleted there."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -79,9 +79,12 @@ class Kubectl:
         return created
 
     def create_gated_pod(self, name: str, *, group: str | None = None, total: int = 2,
-                         owner: Mapping[str, Any] | None = None) -> None:
+                         owner: Mapping[str, Any] | None = None,
+                         finalizers: Sequence[str] = ()) -> None:
         metadata: dict[str, Any] = {
             "name": name, "labels": {jobframework.QUEUE_NAME_LABEL: "user-queue"}}
+        if finalizers:
+            metadata["finalizers"] = list(finalizers)
         if group is not None:
             metadata["labels"][pods.GROUP_NAME_LABEL] = group
             metadata["annotations"] = {pods.GROUP_TOTAL_COUNT_ANNOTATION: str(total)}
@@ -396,6 +399,40 @@ def test_a_gated_pod_group_is_adopted_as_one_workload_and_ungated_with_its_place
 
     assert sorted(gone.removed) == [key(kube_api, "leader"), key(kube_api, "worker")]
     assert not Job.objects.exists()
+    assert not Workload.objects.exists()
+
+
+@pytest.mark.usefixtures("with_pods")
+def test_a_running_pod_deleted_with_kubectl_loses_kueues_finalizer_and_its_job(
+    kube_api: Any, kubectl: Kubectl, user_queue_domain: Cluster, t0: datetime,
+) -> None:
+    # As Kueue's Pod webhook leaves it: gated, and held by Kueue's finalizer.
+    kubectl.create_gated_pod("solo", finalizers=[pods.FINALIZER, "example.com/other"])
+    sync(user_queue_domain, t0)
+    job = adopted(user_queue_domain, "solo", kind="Pod")
+    admit(user_queue_domain, job, t0)
+    sync(user_queue_domain, t0 + timedelta(seconds=1))
+    kube_api.set_pod(kube_api.namespace, "solo", phase="Running", ready=True)
+    running = sync(user_queue_domain, t0 + timedelta(seconds=2))
+    assert running.finished == []
+    assert kube_api.get("pods", kube_api.namespace, "solo")["metadata"]["finalizers"] == [
+        pods.FINALIZER, "example.com/other"]  # kept while its Workload runs
+
+    kubectl.core.delete_namespaced_pod("solo", kube_api.namespace)
+    terminating = kube_api.get("pods", kube_api.namespace, "solo")
+    assert terminating["metadata"]["deletionTimestamp"]
+    sync(user_queue_domain, t0 + timedelta(seconds=3))
+
+    # Kueue's finalizer alone is taken off; the other one still holds the Pod.
+    held = kube_api.get("pods", kube_api.namespace, "solo")
+    assert held["metadata"]["finalizers"] == ["example.com/other"]
+    kubectl.core.patch_namespaced_pod("solo", kube_api.namespace,
+                                      {"metadata": {"finalizers": None}})
+    assert kube_api.get("pods", kube_api.namespace, "solo") is None
+    gone = sync(user_queue_domain, t0 + timedelta(seconds=4))
+
+    assert gone.removed == [key(kube_api, "solo")]
+    assert not Job.objects.filter(pk=job.pk).exists()
     assert not Workload.objects.exists()
 
 
