@@ -78,6 +78,7 @@ from multicluster.kube.kinds import (
     adoptable_job_kinds,
     adoption_watch,
     enabled_job_kinds,
+    implicitly_enabled_job_kinds,
     resource,
     watch_kind,
 )
@@ -102,6 +103,7 @@ from scheduling.core.patch import merge_patch_from
 from scheduling.core.pod_security import SYSTEM_NAMESPACES
 from scheduling.jobframework import JOB_UID_LABEL, QUEUE_NAME_LABEL, GenericJob, PodSetInfo
 from scheduling.jobframework.managed import ManagedJobs, namespace_labels_of
+from scheduling.jobs.pod import SUSPENDING_PARENT_ANNOTATION
 from scheduling.models import Event, Job, Workload
 from scheduling.workload import lifecycle, slices
 
@@ -299,6 +301,12 @@ class _Pass:
         # by adoption watch name and "namespace/name", deleted ones as tombstones.
         self.managed = ManagedJobs.from_settings(_options())
         self.adoptable = adoptable_job_kinds()
+        self.implicit = implicitly_enabled_job_kinds()
+        # The kinds whose objects' Pods are theirs (``apiVersion kind``): the enabled kinds
+        # that make their own Workload (a Deployment or a StatefulSet hands its Pods over).
+        self.job_kinds = {f"{i.api_version} {i.kind}" for i in self.integrations.values()
+                          if i.constructs_workload and not i.keeps_replicas
+                          and not i.prebuilds_group_workloads}
         self.created: dict[tuple[str, str], dict[str, Any]] = {}
         # The namespaces' labels, when the managed-jobs namespace selector needs them.
         self.namespace_labels: dict[str, dict[str, str]] = {}
@@ -472,22 +480,46 @@ class _Pass:
 
     # --- objects created on the cluster (kubectl) ---------------------------------------
 
-    def _manages(self, obj: Mapping[str, Any], integration: GenericJob,
-                 managed_uids: set[str]) -> bool:
+    def _manages(self, obj: Mapping[str, Any], watch: str, managed_uids: set[str]) -> bool:
         """Kueue's rule (``ManagedJobs``) on an object created on the cluster: not in one of
         Kubernetes' own namespaces, not one of kueueweb's copies, and not controlled by an
         object that is managed itself (a JobSet's Jobs, a Job's Pods), whose Workload
-        covers it; a Pod with any controller is left to it."""
+        covers it. A kind enabled only through another framework takes only what that
+        framework hands it (a Deployment's Pods)."""
         namespace = str(obj.get("namespace"))
         labels = obj.get("labels") or {}
         if namespace in SYSTEM_NAMESPACES or labels.get(ORIGIN_LABEL):
             return False
-        controller = str(obj.get("controller") or "")
-        is_pod = integration.kind == "Pod" and not integration.group
+        integration = self.adoptable[watch]
+        if watch in self.implicit and not integration.accepts_implicitly(
+                {"metadata": {"annotations": obj.get("annotations") or {}}}):
+            return False
         return self.managed.manages(
             labels, namespace_labels=namespace_labels_of(
                 namespace, self.namespace_labels.get(namespace)),
-            ancestor_managed=bool(controller) and (is_pod or controller in managed_uids))
+            ancestor_managed=self._ancestor_managed(obj, integration, managed_uids))
+
+    def _ancestor_managed(self, obj: Mapping[str, Any], integration: GenericJob,
+                          managed_uids: set[str]) -> bool:
+        """Whether the object's controller is managed, so that its Workload covers the
+        object. A Pod is handed to the pod integration by a parent that suspends it (the
+        ``pod-suspending-parent`` annotation: a Deployment's, a StatefulSet's) whatever its
+        controller, as Kueue's pod webhook does; any other Pod controlled by an object of a
+        kind kueueweb runs is left to that object (a Job's, a JobSet's, a RayCluster's, a
+        copy's), while one whose controller is no job kind (a ReplicaSet) is managed by
+        its own labels."""
+        controller = str(obj.get("controller") or "")
+        if not controller:
+            return False
+        if controller in managed_uids:
+            return True
+        if integration.kind != "Pod" or integration.group:
+            return False
+        if (obj.get("annotations") or {}).get(SUSPENDING_PARENT_ANNOTATION):
+            return False
+        kind = obj.get("controller_kind")
+        # A state read before the controller's kind was kept: left to it, as it was then.
+        return kind is None or str(kind) in self.job_kinds
 
     def _managed_created(self) -> dict[tuple[str, str], dict[str, Any]]:
         """The objects created on the cluster that kueueweb manages, by watch and name."""
@@ -496,9 +528,8 @@ class _Pass:
         # JobSet's Workload even when it names a queue, and while the garbage collector
         # deletes it after the JobSet.
         owners = {str(obj.get("uid")) for key, obj in self.created.items()
-                  if self._manages(obj, self.adoptable[key[0]], set())}
-        return {key: obj for key, obj in live.items()
-                if self._manages(obj, self.adoptable[key[0]], owners)}
+                  if self._manages(obj, key[0], set())}
+        return {key: obj for key, obj in live.items() if self._manages(obj, key[0], owners)}
 
     def _adopted_jobs(self) -> dict[tuple[str, str], Job]:
         """The local jobs adopted from this cluster, by adoption watch and name."""
