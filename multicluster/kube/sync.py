@@ -18,7 +18,8 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
 1b. **adopt** the managed objects created on the cluster (kubectl): each new one becomes a
    local job submitted as any job is, whose object is run in place; a local job whose
    object was deleted there is removed, and an adopted object whose local job was deleted
-   is deleted there;
+   is deleted there; a Deployment's or StatefulSet's Pods are adopted as Pods (a
+   StatefulSet's first stamped as one pod group, ``statefulset_pods``);
 2. for each local job of the domain, ``scheduling.job_reconciler.reconcile`` with this pass
    as its backend (for a job submitted through kueueweb the cluster runs a copy of the
    stored object; one created on the cluster is started and suspended in place by patches
@@ -61,7 +62,7 @@ from django.db.models import Q
 from kueueweb import live
 from multicluster import provisioning
 from multicluster.choices import ConnectionType
-from multicluster.kube import cluster_objects, connection, gangs, pod_events
+from multicluster.kube import cluster_objects, connection, gangs, pod_events, statefulset_pods
 from multicluster.kube.backend import (
     NAMESPACES,
     POD_EVENTS,
@@ -411,6 +412,9 @@ class _Pass:
     def run(self) -> None:
         self.observe()
         self._provision()
+        if statefulset_pods.enabled():
+            statefulset_pods.stamp_members(self.backend, self.managed, self.namespace_labels,
+                                           refresh=self._refresh)
         self._follow_created()
         candidates = self._candidates()
         self._delete_orphans(candidates)

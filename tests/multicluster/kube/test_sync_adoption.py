@@ -25,6 +25,7 @@ from multicluster.models import Cluster
 from scheduling import jobframework, services
 from scheduling.choices import EventType, JobSource, WorkloadPhase
 from scheduling.jobs import pod as pods
+from scheduling.jobs.statefulset import StatefulSet
 from scheduling.models import Event, Job, LocalQueue, Workload
 from scheduling.scheduler import admission
 from scheduling.workload import conditions as cond
@@ -628,3 +629,70 @@ def test_the_pods_of_a_job_are_left_to_it_even_when_they_name_a_queue(
                for p in job_pods)
     assert later.adopted == []
     assert list(Job.objects.values_list("kind", "name")) == [("Job", "managed")]
+
+
+@pytest.mark.usefixtures("with_serving")
+def test_a_statefulsets_pods_are_stamped_as_one_group_and_admitted_together(
+    kube_api: Any, kubectl: Kubectl, user_queue_domain: Cluster, t0: datetime,
+) -> None:
+    created = k8s.AppsV1Api(kubectl.api).create_namespaced_stateful_set(kube_api.namespace, {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "db", "labels": {jobframework.QUEUE_NAME_LABEL: "user-queue"}},
+        "spec": {"replicas": 2, "serviceName": "db", "podManagementPolicy": "Parallel",
+                 "selector": {"matchLabels": {"app": "web"}},
+                 "template": serving_template("statefulset")}})
+    kube_api.run_statefulset_controller()
+
+    stamped = sync(user_queue_domain, t0)
+    adopting = sync(user_queue_domain, t0 + timedelta(seconds=1))
+
+    group = StatefulSet().workload_name(kubectl.api.sanitize_for_serialization(created))
+    for name in ("db-0", "db-1"):
+        pod = kube_api.get("pods", kube_api.namespace, name)
+        assert pod["metadata"]["labels"][pods.GROUP_NAME_LABEL] == group
+        assert pod["metadata"]["labels"][jobframework.QUEUE_NAME_LABEL] == "user-queue"
+        assert pod["metadata"]["annotations"][pods.GROUP_TOTAL_COUNT_ANNOTATION] == "2"
+    assert stamped.adopted == []
+    assert sorted(adopting.adopted) == [key(kube_api, "db-0"), key(kube_api, "db-1")]
+    [wl] = Workload.objects.all()
+    assert (wl.name, sum(ps["count"] for ps in wl.pod_sets)) == (group, 2)
+
+    admission.run_admission_cycle(user_queue_domain.pk, now=t0 + timedelta(seconds=1))
+    started = sync(user_queue_domain, t0 + timedelta(seconds=2))
+
+    assert started.started
+    assert Workload.objects.get(pk=wl.pk).phase == WorkloadPhase.ADMITTED
+    assert pods_by_gate(kube_api) == (["db-0", "db-1"], [])
+    for name in ("db-0", "db-1"):
+        assert kube_api.get("pods", kube_api.namespace, name)["spec"]["nodeSelector"] == SPOT
+    assert len(kube_api.objects("pods", kube_api.namespace)) == 2  # no copies
+
+
+@pytest.mark.usefixtures("with_serving")
+def test_an_evicted_deployment_pod_is_deleted_and_its_replacement_waits_gated(
+    kube_api: Any, kubectl: Kubectl, user_queue_domain: Cluster, t0: datetime,
+) -> None:
+    create_deployment(kubectl, "web", 1)
+    kube_api.run_deployment_controller()
+    sync(user_queue_domain, t0)
+    [first] = kube_api.objects("pods", kube_api.namespace)
+    wl = admit(user_queue_domain, adopted(user_queue_domain, first["metadata"]["name"], "Pod"),
+               t0)
+    sync(user_queue_domain, t0 + timedelta(seconds=1))
+    assert pods_by_gate(kube_api) == ([first["metadata"]["name"]], [])
+
+    services.evict_workload(wl, now=t0 + timedelta(seconds=2))
+    stopping = sync(user_queue_domain, t0 + timedelta(seconds=3))
+    kube_api.run_deployment_controller()
+    replaced = sync(user_queue_domain, t0 + timedelta(seconds=4))
+
+    # Kueue deletes the pod to stop it; its ReplicaSet's replacement waits for quota.
+    assert stopping.deleted == [key(kube_api, first["metadata"]["name"])]
+    [second] = kube_api.objects("pods", kube_api.namespace)
+    assert second["metadata"]["name"] != first["metadata"]["name"]
+    assert pods_by_gate(kube_api) == ([], [second["metadata"]["name"]])
+    assert replaced.adopted == [key(kube_api, second["metadata"]["name"])]
+    assert not Workload.objects.filter(pk=wl.pk).exists()
+    [pending] = Workload.objects.all()
+    assert (pending.job.name, pending.phase) == (second["metadata"]["name"],
+                                                 WorkloadPhase.PENDING)
