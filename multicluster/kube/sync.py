@@ -559,7 +559,9 @@ class _Pass:
             obj = self.created.get(key)
             if obj is not None and not obj.get(TOMBSTONE) and obj.get("uid") == str(job.uid):
                 continue
-            if obj is None and self._still_there(job):
+            # An object that leaves the watch's selection comes as deleted (the API
+            # server's watch cache does so): only one the server no longer has is gone.
+            if (obj is None or obj.get(TOMBSTONE)) and self._still_there(job):
                 continue  # no longer managed (its queue label removed): left as it is
             self._remove_local(job)
         for key, obj in managed.items():

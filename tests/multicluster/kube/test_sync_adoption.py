@@ -696,3 +696,19 @@ def test_an_evicted_deployment_pod_is_deleted_and_its_replacement_waits_gated(
     [pending] = Workload.objects.all()
     assert (pending.job.name, pending.phase) == (second["metadata"]["name"],
                                                  WorkloadPhase.PENDING)
+
+
+def test_an_adopted_job_whose_queue_label_is_removed_is_left_as_it_is(
+    kube_api: Any, kubectl: Kubectl, user_queue_domain: Cluster, t0: datetime,
+) -> None:
+    kubectl.create_job("pi", labels={jobframework.QUEUE_NAME_LABEL: "user-queue"})
+    sync(user_queue_domain, t0)
+
+    # The watch of queued objects now reports it deleted: it left the selection.
+    kubectl.batch.patch_namespaced_job("pi", kube_api.namespace, {"metadata": {"labels": {
+        jobframework.QUEUE_NAME_LABEL: None}}})
+    outcome = sync(user_queue_domain, t0 + timedelta(seconds=1))
+
+    assert (outcome.removed, outcome.deleted) == ([], [])
+    assert adopted(user_queue_domain, "pi").suspend
+    assert kube_api.get("jobs", kube_api.namespace, "pi") is not None
