@@ -37,15 +37,26 @@ def job_kinds() -> list[WatchKind]:
 
 def adoptable_job_kinds() -> dict[str, GenericJob]:
     """The kinds whose objects created on the cluster kueueweb adopts, by the name of their
-    adoption watch: the enabled kinds that make their Workload from the object itself. Not
-    those enabled only for another kind's objects (a Deployment's Pods), nor the kinds
-    whose Pods kueueweb creates itself (a Deployment, a StatefulSet, a LeaderWorkerSet),
+    adoption watch: the kinds it runs (the implicitly enabled too: a Deployment's Pods,
+    which the cluster's ReplicaSet controller creates) that make their Workload from the
+    object itself. Not the kinds that hand their Pods to the pod integration (a
+    Deployment, a StatefulSet, a LeaderWorkerSet: Kueue makes no Workload of the object),
     nor external frameworks, whose Workload comes through the API."""
     config: Mapping[str, Any] = settings.KUEUEWEB
-    enabled = registry.enabled_names(config)
+    running = registry.running_names(config)
     return {adoption_watch(i).name: i for i in registry.registered()
-            if i.framework_name in enabled and i.constructs_workload
+            if i.framework_name in running and i.constructs_workload
             and not i.keeps_replicas and not i.prebuilds_group_workloads}
+
+
+def implicitly_enabled_job_kinds() -> set[str]:
+    """The adoption watches of the kinds enabled only through another framework (the
+    ``pod`` framework of a Deployment): they adopt only the objects that framework hands
+    them (``accepts_implicitly``)."""
+    config: Mapping[str, Any] = settings.KUEUEWEB
+    enabled = registry.enabled_names(config)
+    return {name for name, i in adoptable_job_kinds().items()
+            if i.framework_name not in enabled}
 
 
 def adoption_watch(integration: GenericJob) -> WatchKind:

@@ -271,16 +271,20 @@ def reduce_adoptable(obj: Mapping[str, Any],
                      is_suspended: Callable[[Mapping[str, Any]], bool] | None = None
                      ) -> dict[str, Any]:
     """A job object created on the cluster: what ``reduce_job`` keeps, and what decides
-    whether it is kueueweb's to adopt: its labels, its controller (the uid of the owner
-    reference that is one), whether it is adopted already, and its resource version; and
-    its finalizers (Kueue's webhook puts one on a Pod, which kueueweb must take off)."""
+    whether it is kueueweb's to adopt: its labels and annotations, its controller (the uid
+    and the ``apiVersion kind`` of the owner reference that is one), whether it is adopted
+    already, and its resource version; and its finalizers (Kueue's webhook puts one on a
+    Pod, which kueueweb must take off)."""
     metadata = obj.get("metadata") or {}
     controller = next((ref for ref in metadata.get("ownerReferences") or ()
                        if isinstance(ref, Mapping) and ref.get("controller")), None)
     return {
         **reduce_job(obj, is_suspended),
         "labels": dict(metadata.get("labels") or {}),
+        "annotations": dict(metadata.get("annotations") or {}),
         "controller": str(controller.get("uid") or "") if controller else "",
+        "controller_kind": (f"{controller.get('apiVersion')} {controller.get('kind')}"
+                            if controller else ""),
         "adopted": ADOPTED_ANNOTATION in (metadata.get("annotations") or {}),
         "resourceVersion": str(metadata.get("resourceVersion") or ""),
         "finalizers": [str(f) for f in metadata.get("finalizers") or ()],

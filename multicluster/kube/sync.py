@@ -19,7 +19,8 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
    local job submitted as any job is, whose object is run in place; a local job whose
    object was deleted there is removed, and an adopted object whose local job was deleted
    is deleted there; an adopted Pod loses Kueue's finalizer once its Workload finished or
-   it is being deleted;
+   it is being deleted; a Deployment's or StatefulSet's Pods are adopted as Pods (a
+   StatefulSet's first stamped as one pod group, ``statefulset_pods``);
 2. for each local job of the domain, ``scheduling.job_reconciler.reconcile`` with this pass
    as its backend (for a job submitted through kueueweb the cluster runs a copy of the
    stored object; one created on the cluster is started and suspended in place by patches
@@ -62,7 +63,7 @@ from django.db.models import Q
 from kueueweb import live
 from multicluster import provisioning
 from multicluster.choices import ConnectionType
-from multicluster.kube import cluster_objects, connection, gangs, pod_events
+from multicluster.kube import cluster_objects, connection, gangs, pod_events, statefulset_pods
 from multicluster.kube.backend import (
     NAMESPACES,
     POD_EVENTS,
@@ -79,6 +80,7 @@ from multicluster.kube.kinds import (
     adoptable_job_kinds,
     adoption_watch,
     enabled_job_kinds,
+    implicitly_enabled_job_kinds,
     resource,
     watch_kind,
 )
@@ -104,6 +106,7 @@ from scheduling.core.pod_security import SYSTEM_NAMESPACES
 from scheduling.jobframework import JOB_UID_LABEL, QUEUE_NAME_LABEL, GenericJob, PodSetInfo
 from scheduling.jobframework.managed import ManagedJobs, namespace_labels_of
 from scheduling.jobs import pod as pods
+from scheduling.jobs.pod import SUSPENDING_PARENT_ANNOTATION
 from scheduling.models import Event, Job, Workload
 from scheduling.workload import lifecycle, slices
 
@@ -301,6 +304,12 @@ class _Pass:
         # by adoption watch name and "namespace/name", deleted ones as tombstones.
         self.managed = ManagedJobs.from_settings(_options())
         self.adoptable = adoptable_job_kinds()
+        self.implicit = implicitly_enabled_job_kinds()
+        # The kinds whose objects' Pods are theirs (``apiVersion kind``): the enabled kinds
+        # that make their own Workload (a Deployment or a StatefulSet hands its Pods over).
+        self.job_kinds = {f"{i.api_version} {i.kind}" for i in self.integrations.values()
+                          if i.constructs_workload and not i.keeps_replicas
+                          and not i.prebuilds_group_workloads}
         self.created: dict[tuple[str, str], dict[str, Any]] = {}
         # The namespaces' labels, when the managed-jobs namespace selector needs them.
         self.namespace_labels: dict[str, dict[str, str]] = {}
@@ -357,7 +366,8 @@ class _Pass:
     def _planned_watches(self) -> list[tuple[WatchKind, str]]:
         """Every watch of this pass: the served job kinds' copies, the cluster's own
         objects, the objects created on the cluster, the namespaces when their labels
-        are needed, the pods and their Warning events."""
+        are needed, a StatefulSet's Pods not yet stamped, the pods and their Warning
+        events."""
         for kind in self.kinds.values():
             if kind.resource is not None and not self.backend.serves(kind.resource):
                 self.unserved.add(kind.name)
@@ -371,6 +381,8 @@ class _Pass:
                     if watch_kind(integration).name not in self.unserved]
         if self.managed.without_queue_name and self.managed.namespace_selector is not None:
             watches.append((NAMESPACES, ""))
+        if statefulset_pods.enabled():
+            watches.append((statefulset_pods.UNSTAMPED_PODS, statefulset_pods.UNSTAMPED_SELECTOR))
         return [*watches, (PODS, PODS_SELECTOR), (POD_EVENTS, "")]
 
     def observe(self) -> None:
@@ -442,6 +454,9 @@ class _Pass:
     def run(self) -> None:
         self.observe()
         self._provision()
+        if statefulset_pods.enabled():
+            statefulset_pods.stamp_members(self.backend, self.managed, self.namespace_labels,
+                                           refresh=self._refresh)
         self._follow_created()
         candidates = self._candidates()
         self._delete_orphans(candidates)
@@ -512,22 +527,46 @@ class _Pass:
 
     # --- objects created on the cluster (kubectl) ---------------------------------------
 
-    def _manages(self, obj: Mapping[str, Any], integration: GenericJob,
-                 managed_uids: set[str]) -> bool:
+    def _manages(self, obj: Mapping[str, Any], watch: str, managed_uids: set[str]) -> bool:
         """Kueue's rule (``ManagedJobs``) on an object created on the cluster: not in one of
         Kubernetes' own namespaces, not one of kueueweb's copies, and not controlled by an
         object that is managed itself (a JobSet's Jobs, a Job's Pods), whose Workload
-        covers it; a Pod with any controller is left to it."""
+        covers it. A kind enabled only through another framework takes only what that
+        framework hands it (a Deployment's Pods)."""
         namespace = str(obj.get("namespace"))
         labels = obj.get("labels") or {}
         if namespace in SYSTEM_NAMESPACES or labels.get(ORIGIN_LABEL):
             return False
-        controller = str(obj.get("controller") or "")
-        is_pod = integration.kind == "Pod" and not integration.group
+        integration = self.adoptable[watch]
+        if watch in self.implicit and not integration.accepts_implicitly(
+                {"metadata": {"annotations": obj.get("annotations") or {}}}):
+            return False
         return self.managed.manages(
             labels, namespace_labels=namespace_labels_of(
                 namespace, self.namespace_labels.get(namespace)),
-            ancestor_managed=bool(controller) and (is_pod or controller in managed_uids))
+            ancestor_managed=self._ancestor_managed(obj, integration, managed_uids))
+
+    def _ancestor_managed(self, obj: Mapping[str, Any], integration: GenericJob,
+                          managed_uids: set[str]) -> bool:
+        """Whether the object's controller is managed, so that its Workload covers the
+        object. A Pod is handed to the pod integration by a parent that suspends it (the
+        ``pod-suspending-parent`` annotation: a Deployment's, a StatefulSet's) whatever its
+        controller, as Kueue's pod webhook does; any other Pod controlled by an object of a
+        kind kueueweb runs is left to that object (a Job's, a JobSet's, a RayCluster's, a
+        copy's), while one whose controller is no job kind (a ReplicaSet) is managed by
+        its own labels."""
+        controller = str(obj.get("controller") or "")
+        if not controller:
+            return False
+        if controller in managed_uids:
+            return True
+        if integration.kind != "Pod" or integration.group:
+            return False
+        if (obj.get("annotations") or {}).get(SUSPENDING_PARENT_ANNOTATION):
+            return False
+        kind = obj.get("controller_kind")
+        # A state read before the controller's kind was kept: left to it, as it was then.
+        return kind is None or str(kind) in self.job_kinds
 
     def _managed_created(self) -> dict[tuple[str, str], dict[str, Any]]:
         """The objects created on the cluster that kueueweb manages, by watch and name."""
@@ -536,9 +575,8 @@ class _Pass:
         # JobSet's Workload even when it names a queue, and while the garbage collector
         # deletes it after the JobSet.
         owners = {str(obj.get("uid")) for key, obj in self.created.items()
-                  if self._manages(obj, self.adoptable[key[0]], set())}
-        return {key: obj for key, obj in live.items()
-                if self._manages(obj, self.adoptable[key[0]], owners)}
+                  if self._manages(obj, key[0], set())}
+        return {key: obj for key, obj in live.items() if self._manages(obj, key[0], owners)}
 
     def _adopted_jobs(self) -> dict[tuple[str, str], Job]:
         """The local jobs adopted from this cluster, by adoption watch and name."""
@@ -564,7 +602,9 @@ class _Pass:
             obj = self.created.get(key)
             if obj is not None and not obj.get(TOMBSTONE) and obj.get("uid") == str(job.uid):
                 continue
-            if obj is None and self._still_there(job):
+            # An object that leaves the watch's selection comes as deleted (the API
+            # server's watch cache does so): only one the server no longer has is gone.
+            if (obj is None or obj.get(TOMBSTONE)) and self._still_there(job):
                 continue  # no longer managed (its queue label removed): left as it is
             self._remove_local(job)
         for key, obj in managed.items():

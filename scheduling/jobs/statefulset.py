@@ -278,19 +278,11 @@ class StatefulSet(Deployment):
         template = _template(manifest)
         template_metadata = _metadata(template)
         name = f"{metadata.get('name', '')}-{index}"
-        own_labels = metadata.get("labels") or {}
+        stamp_labels, stamp_annotations = self.member_stamp(manifest, workload_name)
         labels = {**(template_metadata.get("labels") or {}),
                   REVISION_LABEL: revision(manifest), POD_NAME_LABEL: name,
-                  POD_INDEX_LABEL: str(index), MANAGED_LABEL: MANAGED_LABEL_VALUE,
-                  GROUP_NAME_LABEL: workload_name}
-        for key in (QUEUE_NAME_LABEL, PRIORITY_CLASS_LABEL):
-            if own_labels.get(key):
-                labels[key] = own_labels[key]
-        annotations = {**(template_metadata.get("annotations") or {}),
-                       GROUP_TOTAL_COUNT_ANNOTATION: str(replicas(manifest)),
-                       FAST_ADMISSION_ANNOTATION: "true", SERVING_ANNOTATION: "true",
-                       POD_INDEX_LABEL_ANNOTATION: POD_INDEX_LABEL,
-                       ROLE_HASH_ANNOTATION: DEFAULT_POD_SET_NAME}
+                  POD_INDEX_LABEL: str(index), **stamp_labels}
+        annotations = {**(template_metadata.get("annotations") or {}), **stamp_annotations}
         spec = copy.deepcopy(dict(template.get("spec") or {}))
         spec.setdefault("hostname", name)
         service = _spec(manifest).get("serviceName")
@@ -304,6 +296,22 @@ class StatefulSet(Deployment):
                          "ownerReferences": [self.controller_reference(manifest)]},
             "spec": spec,
         }
+
+    def member_stamp(self, manifest: Mapping[str, Any],
+                     workload_name: str) -> tuple[dict[str, str], dict[str, str]]:
+        """The labels and annotations Kueue's StatefulSet pod reconciler puts on each Pod of
+        the set: managed, the set's queue and priority class, a member of the group
+        ``workload_name`` of ``replicas`` pods, fast-admitted, serving, of role ``main``."""
+        own_labels = _metadata(manifest).get("labels") or {}
+        labels = {MANAGED_LABEL: MANAGED_LABEL_VALUE, GROUP_NAME_LABEL: workload_name}
+        for key in (QUEUE_NAME_LABEL, PRIORITY_CLASS_LABEL):
+            if own_labels.get(key):
+                labels[key] = str(own_labels[key])
+        annotations = {GROUP_TOTAL_COUNT_ANNOTATION: str(replicas(manifest)),
+                       FAST_ADMISSION_ANNOTATION: "true", SERVING_ANNOTATION: "true",
+                       POD_INDEX_LABEL_ANNOTATION: POD_INDEX_LABEL,
+                       ROLE_HASH_ANNOTATION: DEFAULT_POD_SET_NAME}
+        return labels, annotations
 
     def plan_pods(self, manifest: Mapping[str, Any], status: Mapping[str, Any],
                   pods: Sequence[ChildPod]) -> StatefulSetPlan:

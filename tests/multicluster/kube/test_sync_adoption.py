@@ -6,6 +6,7 @@ left on the cluster once finished, and removed locally when deleted there."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from multicluster.models import Cluster
 from scheduling import jobframework, services
 from scheduling.choices import EventType, JobSource, WorkloadPhase
 from scheduling.jobs import pod as pods
+from scheduling.jobs.statefulset import StatefulSet
 from scheduling.models import Event, Job, LocalQueue, Workload
 from scheduling.scheduler import admission
 from scheduling.workload import conditions as cond
@@ -530,3 +532,220 @@ def test_an_adopted_job_deleted_through_kueueweb_is_deleted_on_the_cluster(
     assert kube_api.get("jobs", kube_api.namespace, "pi") is None
     assert again.adopted == []
     assert not Job.objects.exists()
+
+
+# --- serving workloads: Pods of a Deployment or a StatefulSet -----------------------------
+
+
+@pytest.fixture
+def with_serving(settings: Any) -> None:
+    """The serving frameworks only: the pod framework is enabled implicitly, for the Pods
+    they hand it."""
+    settings.KUEUEWEB = {**settings.KUEUEWEB, "INTEGRATIONS_FRAMEWORKS": [
+        *settings.KUEUEWEB["INTEGRATIONS_FRAMEWORKS"], "deployment", "statefulset"]}
+
+
+def serving_template(framework: str) -> dict[str, Any]:
+    """A pod template as the kind's Kueue webhook leaves it (its ``default``), and gated as
+    Kueue's pod webhook gates each Pod as it is created."""
+    metadata: dict[str, Any] = {"labels": {"app": "web"}}
+    if framework == "deployment":
+        metadata["labels"].update({jobframework.QUEUE_NAME_LABEL: "user-queue",
+                                   pods.MANAGED_LABEL: pods.MANAGED_LABEL_VALUE})
+    metadata["annotations"] = {pods.SUSPENDING_PARENT_ANNOTATION: framework}
+    return {"metadata": metadata, "spec": {
+        "schedulingGates": [{"name": pods.SCHEDULING_GATE}],
+        "containers": [{"name": "c", "image": "nginx",
+                        "resources": {"requests": {"cpu": "1"}}}]}}
+
+
+def create_deployment(kubectl: Kubectl, name: str, replicas: int) -> None:
+    k8s.AppsV1Api(kubectl.api).create_namespaced_deployment(kubectl.namespace, {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": {jobframework.QUEUE_NAME_LABEL: "user-queue"}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                 "template": serving_template("deployment")}})
+
+
+def scale_deployment(kubectl: Kubectl, name: str, replicas: int) -> None:
+    k8s.AppsV1Api(kubectl.api).patch_namespaced_deployment(
+        name, kubectl.namespace, {"spec": {"replicas": replicas}})
+
+
+def pods_by_gate(kube_api: Any) -> tuple[list[str], list[str]]:
+    """The namespace's pods: (ungated, gated), by name."""
+    ungated, gated = [], []
+    for pod in kube_api.objects("pods", kube_api.namespace):
+        (gated if pod["spec"].get("schedulingGates") else ungated).append(
+            pod["metadata"]["name"])
+    return sorted(ungated), sorted(gated)
+
+
+@pytest.mark.usefixtures("with_serving")
+def test_a_deployments_pods_are_adopted_one_workload_each_and_admitted_as_quota_allows(
+    kube_api: Any, kubectl: Kubectl, make_user_queue_domain: Any, t0: datetime,
+) -> None:
+    domain = make_user_queue_domain("2")
+    create_deployment(kubectl, "web", 3)
+    kube_api.run_deployment_controller()
+
+    first = sync(domain, t0)
+
+    created = sorted(p["metadata"]["name"] for p in kube_api.objects("pods", kube_api.namespace))
+    assert sorted(first.adopted) == [key(kube_api, name) for name in created]
+    assert not Job.objects.filter(kind="Deployment").exists()  # Kueue queues its Pods only
+    assert sorted(Workload.objects.values_list("pod_sets__0__count", flat=True)) == [1, 1, 1]
+
+    admission.run_admission_cycle(domain.pk, now=t0)
+    started = sync(domain, t0 + timedelta(seconds=1))
+
+    ungated, gated = pods_by_gate(kube_api)
+    assert (len(started.started), len(ungated), len(gated)) == (2, 2, 1)
+    assert sorted(name.split("/")[1] for name in started.started) == ungated
+    for name in ungated:
+        assert kube_api.get("pods", kube_api.namespace, name)["spec"]["nodeSelector"] == SPOT
+    assert len(kube_api.objects("pods", kube_api.namespace)) == 3  # no copies
+
+    kube_api.run_scheduler()
+    for name in ungated:
+        kube_api.set_pod(kube_api.namespace, name, phase="Running", ready=True)
+    running = sync(domain, t0 + timedelta(seconds=10))
+
+    assert running.finished == []  # serving: never finished while it runs
+    phases = Counter(Workload.objects.values_list("phase", flat=True))
+    assert phases == Counter({WorkloadPhase.ADMITTED: 2, WorkloadPhase.PENDING: 1})
+
+    scale_deployment(kubectl, "web", 1)
+    kube_api.run_deployment_controller()
+    scaled = sync(domain, t0 + timedelta(seconds=20))
+
+    # The ReplicaSet deletes the gated pod first, then a running one; their workloads go.
+    [kept] = kube_api.objects("pods", kube_api.namespace)
+    assert kept["metadata"]["name"] in ungated
+    assert sorted(scaled.removed) == sorted(
+        key(kube_api, name) for name in [*ungated, *gated] if name != kept["metadata"]["name"])
+    [remaining] = Workload.objects.all()
+    assert (remaining.job.name, remaining.phase) == (
+        kept["metadata"]["name"], WorkloadPhase.ADMITTED)
+
+    scale_deployment(kubectl, "web", 2)
+    kube_api.run_deployment_controller()
+    sync(domain, t0 + timedelta(seconds=30))
+    admission.run_admission_cycle(domain.pk, now=t0 + timedelta(seconds=30))
+    again = sync(domain, t0 + timedelta(seconds=31))
+
+    # The quota the removed pods held is free again: the new pod is admitted.
+    assert len(again.started) == 1
+    assert pods_by_gate(kube_api)[1] == []
+    assert Counter(Workload.objects.values_list("phase", flat=True)) == Counter(
+        {WorkloadPhase.ADMITTED: 2})
+
+
+@pytest.mark.usefixtures("with_pods", "with_serving")
+def test_the_pods_of_a_job_are_left_to_it_even_when_they_name_a_queue(
+    kube_api: Any, kubectl: Kubectl, user_queue_domain: Cluster, t0: datetime,
+) -> None:
+    queued = {jobframework.QUEUE_NAME_LABEL: "user-queue"}
+    kubectl.create_job("managed", labels=queued)
+    # Not queued: kueueweb leaves it, and its pods, to the cluster (a copy of its own is
+    # never in the adoption watch either, so a job kind's pods are never adopted).
+    kubectl.create_job("unmanaged", suspend=False)
+    for name in ("managed", "unmanaged"):
+        kubectl.batch.patch_namespaced_job(name, kube_api.namespace, {"spec": {"template": {
+            "metadata": {"labels": queued}}}})
+    sync(user_queue_domain, t0)
+    admission.run_admission_cycle(user_queue_domain.pk, now=t0)
+    sync(user_queue_domain, t0 + timedelta(seconds=1))
+    kube_api.run_job_controller()
+
+    later = sync(user_queue_domain, t0 + timedelta(seconds=2))
+
+    job_pods = kube_api.objects("pods", kube_api.namespace)
+    assert len(job_pods) == 4
+    assert all(p["metadata"]["labels"][jobframework.QUEUE_NAME_LABEL] == "user-queue"
+               for p in job_pods)
+    assert later.adopted == []
+    assert list(Job.objects.values_list("kind", "name")) == [("Job", "managed")]
+
+
+@pytest.mark.usefixtures("with_serving")
+def test_a_statefulsets_pods_are_stamped_as_one_group_and_admitted_together(
+    kube_api: Any, kubectl: Kubectl, user_queue_domain: Cluster, t0: datetime,
+) -> None:
+    created = k8s.AppsV1Api(kubectl.api).create_namespaced_stateful_set(kube_api.namespace, {
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "db", "labels": {jobframework.QUEUE_NAME_LABEL: "user-queue"}},
+        "spec": {"replicas": 2, "serviceName": "db", "podManagementPolicy": "Parallel",
+                 "selector": {"matchLabels": {"app": "web"}},
+                 "template": serving_template("statefulset")}})
+    kube_api.run_statefulset_controller()
+
+    stamped = sync(user_queue_domain, t0)
+    adopting = sync(user_queue_domain, t0 + timedelta(seconds=1))
+
+    group = StatefulSet().workload_name(kubectl.api.sanitize_for_serialization(created))
+    for name in ("db-0", "db-1"):
+        pod = kube_api.get("pods", kube_api.namespace, name)
+        assert pod["metadata"]["labels"][pods.GROUP_NAME_LABEL] == group
+        assert pod["metadata"]["labels"][jobframework.QUEUE_NAME_LABEL] == "user-queue"
+        assert pod["metadata"]["annotations"][pods.GROUP_TOTAL_COUNT_ANNOTATION] == "2"
+    assert stamped.adopted == []
+    assert sorted(adopting.adopted) == [key(kube_api, "db-0"), key(kube_api, "db-1")]
+    [wl] = Workload.objects.all()
+    assert (wl.name, sum(ps["count"] for ps in wl.pod_sets)) == (group, 2)
+
+    admission.run_admission_cycle(user_queue_domain.pk, now=t0 + timedelta(seconds=1))
+    started = sync(user_queue_domain, t0 + timedelta(seconds=2))
+
+    assert started.started
+    assert Workload.objects.get(pk=wl.pk).phase == WorkloadPhase.ADMITTED
+    assert pods_by_gate(kube_api) == (["db-0", "db-1"], [])
+    for name in ("db-0", "db-1"):
+        assert kube_api.get("pods", kube_api.namespace, name)["spec"]["nodeSelector"] == SPOT
+    assert len(kube_api.objects("pods", kube_api.namespace)) == 2  # no copies
+
+
+@pytest.mark.usefixtures("with_serving")
+def test_an_evicted_deployment_pod_is_deleted_and_its_replacement_waits_gated(
+    kube_api: Any, kubectl: Kubectl, user_queue_domain: Cluster, t0: datetime,
+) -> None:
+    create_deployment(kubectl, "web", 1)
+    kube_api.run_deployment_controller()
+    sync(user_queue_domain, t0)
+    [first] = kube_api.objects("pods", kube_api.namespace)
+    wl = admit(user_queue_domain, adopted(user_queue_domain, first["metadata"]["name"], "Pod"),
+               t0)
+    sync(user_queue_domain, t0 + timedelta(seconds=1))
+    assert pods_by_gate(kube_api) == ([first["metadata"]["name"]], [])
+
+    services.evict_workload(wl, now=t0 + timedelta(seconds=2))
+    stopping = sync(user_queue_domain, t0 + timedelta(seconds=3))
+    kube_api.run_deployment_controller()
+    replaced = sync(user_queue_domain, t0 + timedelta(seconds=4))
+
+    # Kueue deletes the pod to stop it; its ReplicaSet's replacement waits for quota.
+    assert stopping.deleted == [key(kube_api, first["metadata"]["name"])]
+    [second] = kube_api.objects("pods", kube_api.namespace)
+    assert second["metadata"]["name"] != first["metadata"]["name"]
+    assert pods_by_gate(kube_api) == ([], [second["metadata"]["name"]])
+    assert replaced.adopted == [key(kube_api, second["metadata"]["name"])]
+    assert not Workload.objects.filter(pk=wl.pk).exists()
+    [pending] = Workload.objects.all()
+    assert (pending.job.name, pending.phase) == (second["metadata"]["name"],
+                                                 WorkloadPhase.PENDING)
+
+
+def test_an_adopted_job_whose_queue_label_is_removed_is_left_as_it_is(
+    kube_api: Any, kubectl: Kubectl, user_queue_domain: Cluster, t0: datetime,
+) -> None:
+    kubectl.create_job("pi", labels={jobframework.QUEUE_NAME_LABEL: "user-queue"})
+    sync(user_queue_domain, t0)
+
+    # The watch of queued objects now reports it deleted: it left the selection.
+    kubectl.batch.patch_namespaced_job("pi", kube_api.namespace, {"metadata": {"labels": {
+        jobframework.QUEUE_NAME_LABEL: None}}})
+    outcome = sync(user_queue_domain, t0 + timedelta(seconds=1))
+
+    assert (outcome.removed, outcome.deleted) == ([], [])
+    assert adopted(user_queue_domain, "pi").suspend
+    assert kube_api.get("jobs", kube_api.namespace, "pi") is not None
