@@ -20,7 +20,8 @@ One pass (``sync_kube_cluster``), under a lease so that one worker at a time run
    object was deleted there is removed, and an adopted object whose local job was deleted
    is deleted there; an adopted Pod loses Kueue's finalizer once its Workload finished or
    it is being deleted; a Deployment's or StatefulSet's Pods are adopted as Pods (a
-   StatefulSet's first stamped as one pod group, ``statefulset_pods``);
+   StatefulSet's first stamped as one pod group, ``statefulset_pods``, a
+   LeaderWorkerSet's as one pod group per replica, ``leaderworkerset_pods``);
 2. for each local job of the domain, ``scheduling.job_reconciler.reconcile`` with this pass
    as its backend (for a job submitted through kueueweb the cluster runs a copy of the
    stored object; one created on the cluster is started and suspended in place by patches
@@ -63,7 +64,14 @@ from django.db.models import Q
 from kueueweb import live
 from multicluster import provisioning
 from multicluster.choices import ConnectionType
-from multicluster.kube import cluster_objects, connection, gangs, pod_events, statefulset_pods
+from multicluster.kube import (
+    cluster_objects,
+    connection,
+    gangs,
+    leaderworkerset_pods,
+    pod_events,
+    statefulset_pods,
+)
 from multicluster.kube.backend import (
     NAMESPACES,
     POD_EVENTS,
@@ -366,8 +374,8 @@ class _Pass:
     def _planned_watches(self) -> list[tuple[WatchKind, str]]:
         """Every watch of this pass: the served job kinds' copies, the cluster's own
         objects, the objects created on the cluster, the namespaces when their labels
-        are needed, a StatefulSet's Pods not yet stamped, the pods and their Warning
-        events."""
+        are needed, a StatefulSet's or a LeaderWorkerSet's Pods not yet stamped, the pods
+        and their Warning events."""
         for kind in self.kinds.values():
             if kind.resource is not None and not self.backend.serves(kind.resource):
                 self.unserved.add(kind.name)
@@ -383,6 +391,9 @@ class _Pass:
             watches.append((NAMESPACES, ""))
         if statefulset_pods.enabled():
             watches.append((statefulset_pods.UNSTAMPED_PODS, statefulset_pods.UNSTAMPED_SELECTOR))
+        if leaderworkerset_pods.enabled():
+            watches.append((leaderworkerset_pods.UNSTAMPED_PODS,
+                            leaderworkerset_pods.UNSTAMPED_SELECTOR))
         return [*watches, (PODS, PODS_SELECTOR), (POD_EVENTS, "")]
 
     def observe(self) -> None:
@@ -457,6 +468,9 @@ class _Pass:
         if statefulset_pods.enabled():
             statefulset_pods.stamp_members(self.backend, self.managed, self.namespace_labels,
                                            refresh=self._refresh)
+        if leaderworkerset_pods.enabled():
+            leaderworkerset_pods.stamp_members(self.backend, self.managed,
+                                               self.namespace_labels, refresh=self._refresh)
         self._follow_created()
         candidates = self._candidates()
         self._delete_orphans(candidates)

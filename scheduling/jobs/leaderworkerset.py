@@ -456,6 +456,24 @@ class LeaderWorkerSet(JobKind):
 
     # --- the LWS controller --------------------------------------------------------------
 
+    def member_stamp(self, manifest: Mapping[str, Any], index: int, *,
+                     leader: bool) -> tuple[dict[str, str], dict[str, str]]:
+        """The labels and annotations Kueue's reconciler puts on a Pod of group ``index``
+        (the group's leader or a worker): managed, the set's queue, a member of the group
+        named after the group's Workload, of ``size`` Pods, and its role: ``leader`` or
+        ``worker`` with a leader template, else ``main``."""
+        labels = {MANAGED_LABEL: MANAGED_LABEL_VALUE,
+                  GROUP_NAME_LABEL: group_workload_name(manifest, index)}
+        queue = _labels(manifest).get(QUEUE_NAME_LABEL)
+        if queue:
+            labels[QUEUE_NAME_LABEL] = str(queue)
+        if _leader_template(manifest) is None:
+            role = DEFAULT_POD_SET_NAME
+        else:
+            role = LEADER_POD_SET if leader else WORKER_POD_SET
+        return labels, {GROUP_TOTAL_COUNT_ANNOTATION: str(size(manifest)),
+                        ROLE_HASH_ANNOTATION: role}
+
     def pod_for(self, manifest: Mapping[str, Any], index: int, worker: int) -> dict[str, Any]:
         """Pod ``worker`` of group ``index`` (0: the leader), as the LWS controller names
         and labels it, stamped by Kueue as a member of its group's pod group, owned by the
@@ -467,14 +485,9 @@ class LeaderWorkerSet(JobKind):
                     else _worker_template(manifest))
         template_metadata = template.get("metadata") or {}
         leader_name = f"{name}-{index}"
-        if leader_template is None:
-            role = DEFAULT_POD_SET_NAME
-        else:
-            role = LEADER_POD_SET if worker == 0 else WORKER_POD_SET
+        stamp_labels, stamp_annotations = self.member_stamp(manifest, index, leader=not worker)
         annotations = {**(template_metadata.get("annotations") or {}),
-                       SIZE_ANNOTATION: str(size(manifest)),
-                       GROUP_TOTAL_COUNT_ANNOTATION: str(size(manifest)),
-                       ROLE_HASH_ANNOTATION: role}
+                       SIZE_ANNOTATION: str(size(manifest)), **stamp_annotations}
         if worker:
             annotations[LEADER_NAME_ANNOTATION] = leader_name
         spec = copy.deepcopy(dict(template.get("spec") or {}))
@@ -487,9 +500,7 @@ class LeaderWorkerSet(JobKind):
                 "labels": {**(template_metadata.get("labels") or {}),
                            SET_NAME_LABEL: name, GROUP_INDEX_LABEL: str(index),
                            WORKER_INDEX_LABEL: str(worker),
-                           REVISION_LABEL: revision(manifest),
-                           MANAGED_LABEL: MANAGED_LABEL_VALUE,
-                           GROUP_NAME_LABEL: group_workload_name(manifest, index)},
+                           REVISION_LABEL: revision(manifest), **stamp_labels},
                 "annotations": annotations,
                 "ownerReferences": [self.controller_reference(manifest)],
             },

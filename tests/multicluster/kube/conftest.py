@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from multicluster.kube.backend import KubeBackend, WatchKind, WatchState
+from multicluster.kube.client import client_for
 from multicluster.models import Cluster
+from scheduling.jobframework.managed import ManagedJobs
 from scheduling.models import ClusterQueue, LocalQueue, ResourceFlavor
 
 
@@ -41,3 +44,21 @@ def make_user_queue_domain(kube_api: Any, kube_cluster: Cluster,
 def user_queue_domain(make_user_queue_domain: Callable[[str], Cluster]) -> Cluster:
     """``user-queue`` with 10 CPUs."""
     return make_user_queue_domain("10")
+
+
+@pytest.fixture
+def run_stamp_members(user_queue_domain: Cluster) -> Callable[[Callable[..., list[str]]], list[str]]:
+    """Runs a kind's ``stamp_members`` (``statefulset_pods``, ``leaderworkerset_pods``)
+    alone, over the cluster's Pods listed afresh, with the default managed-jobs options."""
+
+    def run(stamp_members: Callable[..., list[str]]) -> list[str]:
+        backend = KubeBackend(client_for(user_queue_domain))
+
+        def refresh(kind: WatchKind, selector: str) -> WatchState:
+            state = WatchState()
+            backend.relist(kind, state, label_selector=selector)
+            return state
+
+        return stamp_members(backend, ManagedJobs(), {}, refresh=refresh)
+
+    return run

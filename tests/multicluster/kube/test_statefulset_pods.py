@@ -123,21 +123,11 @@ def test_nothing_is_stamped_while_the_statefulset_framework_is_disabled(
 
 
 def test_stamp_members_reports_the_pods_it_stamped(
-    kube_api: Any, apps: k8s.AppsV1Api, user_queue_domain: Cluster,
+    kube_api: Any, apps: k8s.AppsV1Api, run_stamp_members: Any,
 ) -> None:
-    from multicluster.kube.backend import KubeBackend, WatchKind, WatchState
-    from multicluster.kube.client import client_for
-    from scheduling.jobframework.managed import ManagedJobs
-
     create_statefulset(apps, kube_api.namespace, "db")
     kube_api.run_statefulset_controller()
-    backend = KubeBackend(client_for(user_queue_domain))
 
-    def refresh(kind: WatchKind, selector: str) -> WatchState:
-        state = WatchState()
-        backend.relist(kind, state, label_selector=selector)
-        return state
-
-    stamped = stamp_members(backend, ManagedJobs(), {}, refresh=refresh)
+    stamped = run_stamp_members(stamp_members)
 
     assert sorted(stamped) == [f"{kube_api.namespace}/db-0", f"{kube_api.namespace}/db-1"]
