@@ -60,7 +60,7 @@ from scheduling.manifests.apply import (
     resolve_cluster,
     resource_name,
 )
-from scheduling.manifests.codec import API_GROUP, Conflict, ManifestInvalid
+from scheduling.manifests.codec import Conflict, ManifestInvalid
 from scheduling.models import (
     ClusterQueue,
     Cohort,
@@ -236,16 +236,19 @@ class DomainMixin(URLArgumentsMixin):
         return cached
 
 
-class KueueObjectViewSet(DomainMixin, ModelViewSet[Any]):
-    """Create, read, replace, patch and delete objects of one kind through the codec."""
+class KindMixin(DomainMixin):
+    """The objects of one kind of the domain (``kind_name``, a key of ``apply.KINDS``),
+    found by name and, for a namespaced kind, the URL's namespace."""
 
     kind_name: ClassVar[str]
-    write_role = Role.ADMIN
     lookup_field = "name"
-    parser_classes = OBJECT_PARSERS
+    kwargs: dict[str, Any]
+
+    def kind_queryset(self) -> models.QuerySet[Any]:
+        return KINDS[self.kind_name].queryset(self.domain())
 
     def get_queryset(self) -> models.QuerySet[Any]:
-        queryset = KINDS[self.kind_name].queryset(self.domain())
+        queryset = self.kind_queryset()
         namespace = self.kwargs.get("namespace")
         if namespace:
             queryset = queryset.filter(namespace=namespace)
@@ -257,9 +260,16 @@ class KueueObjectViewSet(DomainMixin, ModelViewSet[Any]):
         if obj is None:
             namespace = self.kwargs.get("namespace")
             shown = f"{namespace}/{name}" if namespace else name
-            raise NotFound(f'{KINDS[self.kind_name].plural}.{API_GROUP} "{shown}" not found')
-        self.check_object_permissions(self.request, obj)
+            raise NotFound(f'{resource_name(self.kind_name)} "{shown}" not found')
+        cast(Any, self).check_object_permissions(cast(Any, self).request, obj)
         return obj
+
+
+class KueueObjectViewSet(KindMixin, ModelViewSet[Any]):
+    """Create, read, replace, patch and delete objects of one kind through the codec."""
+
+    write_role = Role.ADMIN
+    parser_classes = OBJECT_PARSERS
 
     def get_serializer_context(self) -> dict[str, Any]:
         return {**super().get_serializer_context(), "namespace": self.kwargs.get("namespace")}
@@ -366,31 +376,14 @@ def read_schema(serializer: type[BaseSerializer[Any]], kind: str, plural: str, *
     }
 
 
-class ClusterObjectViewSet(DomainMixin, ReadOnlyModelViewSet[Any]):
+class ClusterObjectViewSet(KindMixin, ReadOnlyModelViewSet[Any]):
     """The cluster's own PriorityClasses, LimitRanges and RuntimeClasses, read-only: a
     simulated cluster's are written with ``apply``, a Kubernetes cluster's are its own."""
 
-    kind_name: ClassVar[str]
-    lookup_field = "name"
-
-    def get_queryset(self) -> models.QuerySet[Any]:
+    def kind_queryset(self) -> models.QuerySet[Any]:
         codec = KINDS[self.kind_name]
-        queryset = codec.queryset(self.domain()).order_by(
+        return codec.queryset(self.domain()).order_by(
             *(("namespace", "name") if codec.namespaced else ("name",)))
-        namespace = self.kwargs.get("namespace")
-        if namespace:
-            queryset = queryset.filter(namespace=namespace)
-        return queryset
-
-    def get_object(self) -> Any:
-        name = self.kwargs["name"]
-        obj = self.get_queryset().filter(name=name).first()
-        if obj is None:
-            namespace = self.kwargs.get("namespace")
-            shown = f"{namespace}/{name}" if namespace else name
-            raise NotFound(f'{resource_name(self.kind_name)} "{shown}" not found')
-        self.check_object_permissions(self.request, obj)
-        return obj
 
 
 @extend_schema_view(**read_schema(PriorityClassSerializer, "PriorityClass", "priorityclasses"))
