@@ -39,7 +39,7 @@ from multicluster.models import AdmissionCheck, ProvisioningRequestConfig
 from scheduling import job_reconciler
 from scheduling.choices import EventType, WorkloadPhase
 from scheduling.jobframework import merge_into_template
-from scheduling.models import Event, Workload
+from scheduling.models import ClusterQueue, Event, Workload
 from scheduling.scheduler import admission
 from scheduling.workload import conditions as cond
 from scheduling.workload import lifecycle
@@ -137,8 +137,13 @@ def sync_provisioning(cluster_id: int, requests: Requests, *, now: datetime) -> 
     owned = requests.owned()
     if not checks and not owned:
         return outcome
-    rows = Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED).select_related(
-        "job")
+    # Only the queues that require one of the checks hold workloads that carry it: the
+    # domain's other reserved workloads are not read on every pass.
+    queues = [cq.pk for cq in ClusterQueue.objects.filter(cluster_id=cluster_id).only(
+        "pk", "admission_checks")
+        if any(entry.get("name") in checks for entry in cq.admission_checks or ())]
+    rows = Workload.objects.filter(cluster_id=cluster_id, phase__in=_RESERVED,
+                                   cluster_queue_id__in=queues).select_related("job")
     reserved = {(wl.namespace, wl.name): wl for wl in rows.order_by()
                 if any(s.get("name") in checks for s in wl.admission_check_states or ())}
     for key, wl in sorted(reserved.items()):
