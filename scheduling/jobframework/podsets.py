@@ -20,7 +20,7 @@ from scheduling.jobframework.constants import DEFAULT_POD_SET_NAME, PODSET_LABEL
 _POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
 
 
-def _quantities(value: Any) -> dict[str, Fraction]:
+def resource_quantities(value: Any) -> dict[str, Fraction]:
     """A ResourceList already validated (stored pod sets): unparseable entries are skipped."""
     result: dict[str, Fraction] = {}
     if not isinstance(value, Mapping):
@@ -38,7 +38,8 @@ def _container_requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
     resources = container.get("resources")
     if not isinstance(resources, Mapping):
         return {}
-    return {**_quantities(resources.get("limits")), **_quantities(resources.get("requests"))}
+    return {**resource_quantities(resources.get("limits")),
+            **resource_quantities(resources.get("requests"))}
 
 
 def _add(into: dict[str, Fraction], other: Mapping[str, Fraction]) -> None:
@@ -85,12 +86,12 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Fraction]:
     _max(total, init_peak)
     pod_resources = pod_spec.get("resources")
     if isinstance(pod_resources, Mapping):
-        pod_level = {**_quantities(pod_resources.get("limits")),
-                     **_quantities(pod_resources.get("requests"))}
+        pod_level = {**resource_quantities(pod_resources.get("limits")),
+                     **resource_quantities(pod_resources.get("requests"))}
         for name, value in pod_level.items():
             if name in _POD_LEVEL_RESOURCES or name.startswith("hugepages-"):
                 total[name] = value
-    _add(total, _quantities(pod_spec.get("overhead")))
+    _add(total, resource_quantities(pod_spec.get("overhead")))
     return total
 
 
@@ -117,7 +118,7 @@ def pod_set_requests(pod_set: Mapping[str, Any]) -> dict[str, str]:
         spec = template.get("spec")
         requests = pod_requests(spec if isinstance(spec, Mapping) else {})
     else:
-        requests = _quantities(pod_set.get("requests"))
+        requests = resource_quantities(pod_set.get("requests"))
     return {name: format_request(name, requests[name]) for name in sorted(requests)}
 
 

@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from scheduling.core.quantities import QuantityError, parse_quantity
-from scheduling.jobframework.podsets import pod_requests
+from scheduling.jobframework.podsets import pod_requests, resource_quantities
 
 CONTAINER = "Container"
 POD = "Pod"
@@ -40,18 +39,6 @@ INVALID_RESOURCES = "resources validation failed"
 LIMIT_RANGE_UNSATISFIED = "resources didn't satisfy LimitRange constraints"
 
 ResourceList = dict[str, Fraction]
-
-
-def _quantities(value: Any) -> ResourceList:
-    result: ResourceList = {}
-    if not isinstance(value, Mapping):
-        return result
-    for name, quantity in value.items():
-        try:
-            result[str(name)] = parse_quantity(quantity)
-        except QuantityError:
-            continue
-    return result
 
 
 def _keep_min(a: ResourceList, b: ResourceList) -> ResourceList:
@@ -87,13 +74,13 @@ def summarize(limit_lists: Iterable[Iterable[Mapping[str, Any]]]) -> Summary:
             kind = str(item.get("type", ""))
             current = summary.get(kind, LimitItem())
             summary[kind] = LimitItem(
-                max=_keep_min(current.max, _quantities(item.get("max"))),
-                min=_keep_max(current.min, _quantities(item.get("min"))),
+                max=_keep_min(current.max, resource_quantities(item.get("max"))),
+                min=_keep_max(current.min, resource_quantities(item.get("min"))),
                 default={**dict(item.get("default") or {}), **current.default},
                 default_request={**dict(item.get("defaultRequest") or {}),
                                  **current.default_request},
                 max_limit_request_ratio=_keep_min(current.max_limit_request_ratio,
-                                                  _quantities(item.get("maxLimitRequestRatio"))),
+                                                  resource_quantities(item.get("maxLimitRequestRatio"))),
             )
     return summary
 
@@ -170,14 +157,14 @@ def _request_limit_errors(spec: Mapping[str, Any], path: str) -> list[str]:
     errors = []
     for key in ("initContainers", "containers"):
         for i, resources in _containers(spec, key):
-            names = _greater_keys(_quantities(resources.get("requests")),
-                                  _quantities(resources.get("limits")))
+            names = _greater_keys(resource_quantities(resources.get("requests")),
+                                  resource_quantities(resources.get("limits")))
             if names:
                 errors.append(_invalid(f"{path}.{key}[{i}]", names, REQUESTS_MUST_NOT_EXCEED_LIMIT))
     pod_resources = spec.get("resources")
     if isinstance(pod_resources, Mapping):
-        names = _greater_keys(_quantities(pod_resources.get("requests")),
-                              _quantities(pod_resources.get("limits")))
+        names = _greater_keys(resource_quantities(pod_resources.get("requests")),
+                              resource_quantities(pod_resources.get("limits")))
         if names:
             errors.append(_invalid(f"{path}.resources", names, REQUESTS_MUST_NOT_EXCEED_LIMIT))
     return errors
@@ -189,8 +176,8 @@ def _limit_range_errors(summary: Summary, spec: Mapping[str, Any], path: str) ->
     if container_range is not None:
         for key in ("initContainers", "containers"):
             for i, resources in _containers(spec, key):
-                requests = _quantities(resources.get("requests"))
-                limits = _quantities(resources.get("limits"))
+                requests = resource_quantities(resources.get("requests"))
+                limits = resource_quantities(resources.get("limits"))
                 names = _greater_keys(_keep_max(requests, limits), container_range.max)
                 if names:
                     errors.append(_invalid(f"{path}.{key}[{i}]", names, ABOVE_LIMIT_RANGE_MAX))
