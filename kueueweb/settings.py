@@ -340,8 +340,9 @@ SPECTACULAR_SETTINGS = {
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 # Front-end libraries come from npm (package-lock.json; `make install` runs `npm ci`) and are
-# served from node_modules under static/vendor/ without a build step.
-_VENDOR = {"htmx": "htmx.org/dist", "chart.js": "chart.js/dist"}
+# served from node_modules under static/vendor/ without a build step. axe-core is a development
+# dependency: the browser tests inject it from node_modules, it is never served.
+_VENDOR = {"htmx": "htmx.org/dist", "chart.js": "chart.js/dist", "idiomorph": "idiomorph/dist"}
 STATICFILES_DIRS: list[Any] = [BASE_DIR / "static"] + [
     (f"vendor/{name}", BASE_DIR / "node_modules" / path)
     for name, path in _VENDOR.items()
