@@ -28,8 +28,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# Front-end libraries (htmx with idiomorph, Chart.js; axe-core for the browser tests) from the npm registry, pinned by package-lock.json and
-# served as static files straight from node_modules/.
+# Front-end libraries (htmx with idiomorph, Chart.js; axe-core for the browser tests) from
+# the npm registry, pinned by package-lock.json and served as static files from node_modules/.
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
