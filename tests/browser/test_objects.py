@@ -8,10 +8,13 @@ from typing import Any
 
 import pytest
 import yaml
+from django.urls import reverse
 
 from multicluster.models import Cluster
+from scheduling import services
 from scheduling.models import ClusterQueue, Cohort, ResourceFlavor, Workload
 from tests.fixtures.browser import run_elsewhere, wait_live
+from tests.fixtures.scheduling import job_manifest
 
 pytestmark = [pytest.mark.browser, pytest.mark.production, pytest.mark.slow]
 
@@ -143,15 +146,28 @@ def test_every_object_page_offers_its_yaml(
     browser_page: Callable[..., Any],
     org: Cohort,
     viewer: Any,
+    make_workload: Callable[..., Workload],
 ) -> None:
+    job = services.submit_job(job_manifest("train", "lq-team-a"), namespace="ns")
+    workload = Workload.objects.get(job=job)
+    bare = make_workload("bare", "lq-team-b", {"cpu": "1"})
+    pages = [
+        (reverse("ui-cohort", args=("manager", "org")), "Cohort", "org"),
+        (
+            reverse("ui-resourceflavor", args=("manager", "on-demand")),
+            "ResourceFlavor",
+            "on-demand",
+        ),
+        (reverse("ui-localqueue", args=("manager", "ns", "lq-team-a")), "LocalQueue", "lq-team-a"),
+        (reverse("ui-cluster", args=("manager",)), "Cluster", "manager"),
+        (reverse("ui-workload", args=("manager", "ns", workload.name)), "Workload", workload.name),
+        (reverse("ui-workload", args=("manager", "ns", "bare")), "Workload", bare.name),
+        (reverse("ui-job", args=("manager", "ns", job.kind_reference, "train")), "Job", "train"),
+    ]
     page = browser_page(viewer)
-    for url, kind in [
-        ("/c/manager/cohorts/org/", "Cohort"),
-        ("/c/manager/resourceflavors/on-demand/", "ResourceFlavor"),
-        ("/c/manager/namespaces/ns/localqueues/lq-team-a/", "LocalQueue"),
-        ("/clusters/manager/", "Cluster"),
-    ]:
+    for url, kind, name in pages:
         page.goto(url)
         page.get_by_role("link", name="View YAML").click()
         page.wait_for_url(f"**{url}yaml/")
-        assert yaml.safe_load(page.locator("#yaml-text").inner_text())["kind"] == kind
+        document = yaml.safe_load(page.locator("#yaml-text").inner_text())
+        assert (document["kind"], document["metadata"]["name"]) == (kind, name), url

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 import yaml
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from multicluster.models import Cluster, Node
@@ -343,3 +345,29 @@ def test_cluster_yaml_never_shows_the_kubeconfig(manager: Cluster, viewer_ui: Cl
         assert "server: https://w" not in body
     page = viewer_ui.get(reverse("ui-cluster", args=("worker-1",))).content.decode()
     assert f'href="{url}"' in page
+
+
+def test_cohort_and_flavor_pages_cost_the_same_queries_however_many_workloads(
+    org: Cohort, viewer_ui: Client, make_workload: Callable[..., Workload], t0: Any
+) -> None:
+    urls = [
+        reverse("ui-cohort", args=("manager", "org")),
+        reverse("ui-resourceflavor", args=("manager", "default")),
+    ]
+
+    def queries() -> list[int]:
+        counts = []
+        for url in urls:
+            with CaptureQueriesContext(connection) as captured:
+                assert viewer_ui.get(url).status_code == 200
+            counts.append(len(captured))
+        return counts
+
+    make_workload("too-big", "lq-team-b", {"cpu": "20"})  # stays pending
+    before = queries()
+    for index in range(12):  # of different sizes: no two share a usage or pod-set hash
+        make_workload(f"w-{index}", "lq-team-b", {"cpu": f"{index + 1}00m"})
+    admission.run_admission_cycle(org.cluster_id, now=t0)
+    assert Workload.objects.filter(phase="Admitted").count() > 2
+    assert Workload.objects.filter(phase="Pending").count() > 1
+    assert queries() == before
