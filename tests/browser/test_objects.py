@@ -4,6 +4,7 @@ download."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -171,3 +172,26 @@ def test_every_object_page_offers_its_yaml(
         page.wait_for_url(f"**{url}yaml/")
         document = yaml.safe_load(page.locator("#yaml-text").inner_text())
         assert (document["kind"], document["metadata"]["name"]) == (kind, name), url
+
+
+AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def test_cohort_flavor_and_yaml_pages_have_no_accessibility_violations(
+    browser_page: Callable[..., Any], org: Cohort, viewer: Any
+) -> None:
+    page = browser_page(viewer)
+    for url in (
+        reverse("ui-cohort", args=("manager", "org")),
+        reverse("ui-resourceflavor", args=("manager", "on-demand")),
+        reverse("ui-cohort-yaml", args=("manager", "org")),
+    ):
+        page.goto(url)
+        page.add_script_tag(path=str(AXE))
+        violations = page.evaluate(
+            # Colour contrast is the shared palette's (app.css --accent), not these pages'.
+            "axe.run(document, {runOnly: ['wcag2a', 'wcag2aa'],"
+            " rules: {'color-contrast': {enabled: false}}}).then(r => r.violations"
+            ".map(v => v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join(', ')))"
+        )
+        assert violations == [], url
