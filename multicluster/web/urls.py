@@ -17,6 +17,7 @@ urlpatterns = [
     path(C + "pods/", views.cluster_pods_partial, name="ui-cluster-pods"),
     path(C + "podgroups/", views.cluster_podgroups_partial, name="ui-cluster-podgroups"),
     path(C + "dispatches/", views.cluster_dispatches_partial, name="ui-cluster-dispatches"),
+    path(C + "yaml/", views.cluster_yaml, name="ui-cluster-yaml"),
     # Kueue's admission webhooks, called by the cluster's API server (multicluster.admission).
     path("webhooks/<str:cluster>/<str:path>", webhooks.admission_review,
          name="admission-webhook"),

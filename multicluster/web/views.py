@@ -19,9 +19,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from multicluster.choices import ClusterRole, ConnectionType, PodPhase
+from multicluster.manifests import cluster_to_resource
 from multicluster.models import Cluster, Dispatch, Node, Pod, PodGroup
 from scheduling.core.quantities import QuantityError, format_amount, quantity_to_int
 from scheduling.metrics.history import base_units
+from scheduling.web.objects import object_yaml
 from scheduling.web.queues import health, role_required
 from scheduling.workload.conditions import find
 
@@ -305,3 +307,11 @@ def cluster_podgroups_partial(request: HttpRequest, name: str) -> HttpResponse:
 def cluster_dispatches_partial(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "multicluster/cluster_dispatches.html",
                   _cluster_dispatches_context(_cluster(name)))
+
+
+def _cluster_with_nodes(name: str) -> Cluster:
+    return get_object_or_404(Cluster.objects.prefetch_related("nodes"), name=name)
+
+
+# The cluster as the API prints it: never its kubeconfig, only whether it has one.
+cluster_yaml = object_yaml(_cluster_with_nodes, cluster_to_resource, "ui-cluster")

@@ -365,17 +365,27 @@ def _usage_workload(queue: str, totals: Mapping[FlavorResource, int]) -> core_ty
     )
 
 
-def domain_usage(cluster: Cluster, *, only: ClusterQueue | None = None) -> DomainUsage:
-    """Quota, usage, borrowing, counts and pending demand of every cluster queue of a domain
-    (seven queries), or only of the queue ``only``: what a queue shows (its usage and
-    borrowing) does not depend on the others' rows, so a queue's page reads only its own."""
+def domain_snapshot(cluster: Cluster, cluster_queue_id: int | None = None) -> tuple[
+    snapshots.DomainSpecs, Snapshot, dict[str, int]
+]:
+    """The domain's quota tree with the usage of the workloads holding quota (of every queue,
+    or only of one), as the next admission cycle builds it, and how many hold quota per queue.
+    """
     specs = snapshots.load_domain_specs(cluster.pk)
-    only_id = only.pk if only is not None else None
-    held, admitted = _held_usage(cluster.pk, only_id)
+    held, admitted = _held_usage(cluster.pk, cluster_queue_id)
     snapshot = Snapshot.build(
         flavors=specs.flavors, cohorts=specs.cohorts, cluster_queues=specs.cluster_queues,
         admitted=held, inactive=specs.inactive,
     )
+    return specs, snapshot, admitted
+
+
+def domain_usage(cluster: Cluster, *, only: ClusterQueue | None = None) -> DomainUsage:
+    """Quota, usage, borrowing, counts and pending demand of every cluster queue of a domain
+    (seven queries), or only of the queue ``only``: what a queue shows (its usage and
+    borrowing) does not depend on the others' rows, so a queue's page reads only its own."""
+    only_id = only.pk if only is not None else None
+    specs, snapshot, admitted = domain_snapshot(cluster, only_id)
     pending, demand = _pending_demand(cluster.pk, only_id)
     finished = _finished_counts(cluster.pk, specs.cluster_queue_ids, only_id)
     queues = []

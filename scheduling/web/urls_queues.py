@@ -1,11 +1,14 @@
-"""Overview and queue pages; each live region has a partial URL returning it re-rendered."""
+"""Overview, queue, cohort and resource flavor pages; each live region has a partial URL
+returning it re-rendered, and each object its YAML under ``yaml/``."""
 
 from django.urls import path
 
-from scheduling.web import queues
+from scheduling.web import objects, queues
 
 CQ = "c/<str:cluster>/clusterqueues/<str:name>/"
 LQ = "c/<str:cluster>/namespaces/<str:namespace>/localqueues/<str:name>/"
+COHORT = "c/<str:cluster>/cohorts/<str:name>/"
+RF = "c/<str:cluster>/resourceflavors/<str:name>/"
 
 urlpatterns = [
     path("", queues.overview, name="home"),
@@ -18,8 +21,16 @@ urlpatterns = [
     path(CQ + "pending/", queues.cluster_queue_pending_partial, name="ui-clusterqueue-pending"),
     path(CQ + "admitted/", queues.cluster_queue_admitted_partial,
          name="ui-clusterqueue-admitted"),
+    path(CQ + "yaml/", objects.cluster_queue_yaml, name="ui-clusterqueue-yaml"),
     path(LQ, queues.local_queue_page, name="ui-localqueue"),
     path(LQ + "summary/", queues.local_queue_summary_partial, name="ui-localqueue-summary"),
     path(LQ + "pending/", queues.local_queue_pending_partial, name="ui-localqueue-pending"),
     path(LQ + "admitted/", queues.local_queue_admitted_partial, name="ui-localqueue-admitted"),
+    path(LQ + "yaml/", objects.local_queue_yaml, name="ui-localqueue-yaml"),
+    path(COHORT, objects.cohort_page, name="ui-cohort"),
+    path(COHORT + "summary/", objects.cohort_summary_partial, name="ui-cohort-summary"),
+    path(COHORT + "yaml/", objects.cohort_yaml, name="ui-cohort-yaml"),
+    path(RF, objects.resource_flavor_page, name="ui-resourceflavor"),
+    path(RF + "usage/", objects.resource_flavor_usage_partial, name="ui-resourceflavor-usage"),
+    path(RF + "yaml/", objects.resource_flavor_yaml, name="ui-resourceflavor-yaml"),
 ]

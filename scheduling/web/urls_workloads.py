@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from scheduling.web import job_detail, jobs, workloads
+from scheduling.web import job_detail, jobs, objects, workloads
 
 _WORKLOAD = "c/<str:cluster>/namespaces/<str:namespace>/workloads/<str:name>/"
 _JOBS = "c/<str:cluster>/namespaces/<str:namespace>/jobs/"
@@ -17,9 +17,11 @@ urlpatterns = [
          name="ui-workload-partial"),
     path(_WORKLOAD + "actions/<str:action>/", workloads.workload_action,
          name="ui-workload-action"),
+    path(_WORKLOAD + "yaml/", objects.workload_yaml, name="ui-workload-yaml"),
     path("jobs/new/", jobs.job_new, name="ui-job-new"),
     path(_JOBS + "<str:name>/", job_detail.job_by_name, name="ui-job-by-name"),
     path(_JOB, job_detail.job_detail, name="ui-job"),
     path(_JOB + "partial/<str:region>/", job_detail.job_region, name="ui-job-partial"),
     path(_JOB + "scale/", job_detail.job_scale, name="ui-job-scale"),
+    path(_JOB + "yaml/", objects.job_yaml, name="ui-job-yaml"),
 ]
