@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from scheduling.web import queues
+from scheduling.web import charts, queues
 
 CQ = "c/<str:cluster>/clusterqueues/<str:name>/"
 LQ = "c/<str:cluster>/namespaces/<str:namespace>/localqueues/<str:name>/"
@@ -13,11 +13,14 @@ urlpatterns = [
          name="ui-overview-domain"),
     path("overview/workers/", queues.overview_workers_partial, name="ui-overview-workers"),
     path("overview/history/", queues.overview_history_partial, name="ui-overview-history"),
+    path("overview/history/data/", charts.overview_history_data, name="ui-overview-history-data"),
     path(CQ, queues.cluster_queue_page, name="ui-clusterqueue"),
     path(CQ + "summary/", queues.cluster_queue_summary_partial, name="ui-clusterqueue-summary"),
     path(CQ + "pending/", queues.cluster_queue_pending_partial, name="ui-clusterqueue-pending"),
     path(CQ + "admitted/", queues.cluster_queue_admitted_partial,
          name="ui-clusterqueue-admitted"),
+    path("c/<str:cluster>/charts/<str:subject>/<str:name>/<str:metric>/", charts.chart_data,
+         name="ui-chart"),
     path(LQ, queues.local_queue_page, name="ui-localqueue"),
     path(LQ + "summary/", queues.local_queue_summary_partial, name="ui-localqueue-summary"),
     path(LQ + "pending/", queues.local_queue_pending_partial, name="ui-localqueue-pending"),
