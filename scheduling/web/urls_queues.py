@@ -12,7 +12,6 @@ urlpatterns = [
     path("overview/domains/<str:cluster>/", queues.overview_domain_partial,
          name="ui-overview-domain"),
     path("overview/workers/", queues.overview_workers_partial, name="ui-overview-workers"),
-    path("overview/history/", queues.overview_history_partial, name="ui-overview-history"),
     path("overview/history/data/", charts.overview_history_data, name="ui-overview-history-data"),
     path(CQ, queues.cluster_queue_page, name="ui-clusterqueue"),
     path(CQ + "summary/", queues.cluster_queue_summary_partial, name="ui-clusterqueue-summary"),
