@@ -10,9 +10,10 @@ and resource), each with series of ``[epoch ms, value]`` points:
   what happened during the interval that ends at the sample (the waits of the reservations
   made since the previous sample).
 
-Usage is split as Kueue splits it in a cluster queue's status: ``borrowed`` is usage above
-the nominal quota of that moment, and nothing for a queue outside a cohort (Kueue's
-``flavorsUsage[].borrowed``); the rest is within nominal. A cohort's chart sums the queues
+Usage is the quota held (by reserved and admitted workloads), split as Kueue splits it in a
+cluster queue's status (``flavorsReservation[].borrowed``): borrowed is usage above the
+nominal quota of that moment, and nothing for a queue outside a cohort; the rest is within
+nominal. A cohort's chart sums the queues
 that were in its subtree (the cohort or one below it, as the tree is now) at each sample; a
 flavor's chart sums every queue's usage of that flavor. Each chart costs one or two queries:
 the samples of the window, and the cohort tree for a cohort.
@@ -21,12 +22,12 @@ the samples of the window, and the cohort tree for a cohort.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import QuerySet, Sum
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -186,10 +187,11 @@ def split_usage(
 
 def _usage_panels(
     rows: Iterable[tuple[datetime, dict[str, Any], dict[str, Any], str]],
-    group: Any,
+    group: Callable[[str], tuple[str, str] | None],
+    nominal_label: str,
 ) -> list[Panel]:
     """Usage panels from sample rows (time, usage, nominal, cohort); ``group`` maps a
-    "flavor/resource" key to the panel it adds to (None: not charted)."""
+    "flavor/resource" key to the (flavor, resource) panel it adds to (None: not charted)."""
     totals: dict[tuple[str, str], dict[datetime, list[float]]] = defaultdict(
         lambda: defaultdict(lambda: [0, 0, 0])
     )
@@ -209,7 +211,7 @@ def _usage_panels(
     for (flavor, resource), by_time in sorted(totals.items()):
         series = []
         for index, (label, kind) in enumerate(
-            (("within nominal", "within"), ("borrowed", "borrowed"), ("nominal quota", "nominal"))
+            (("within nominal", "within"), ("borrowed", "borrowed"), (nominal_label, "nominal"))
         ):
             values = {t: _tidy(v[index]) for t, v in by_time.items()}
             series.append({"label": label, "kind": kind, "points": points(line, values)})
@@ -255,29 +257,28 @@ def cohort_subtree(cluster: Cluster, name: str) -> set[str]:
     return found
 
 
-def _window(cluster: Cluster, hours: int) -> Any:
+def _window(cluster: Cluster, hours: int) -> QuerySet[QueueUsageSample]:
     since = timezone.now() - timedelta(hours=hours)
     return QueueUsageSample.objects.filter(cluster=cluster, sampled_at__gte=since).order_by()
 
 
 def usage_chart(cluster: Cluster, subject: str, name: str, hours: int) -> list[Panel]:
+    """Usage per (flavor, resource): of one cluster queue, summed over the queues of a
+    cohort's subtree, or summed over every queue's share of one flavor."""
     samples = _window(cluster, hours)
     fields = ("sampled_at", "usage", "nominal", "cohort")
-
-    def by_key(key: str) -> tuple[str, str]:
-        return _split_key(key)
+    if subject == "clusterqueue":
+        rows = samples.filter(cluster_queue=name).values_list(*fields)
+        return _usage_panels(rows, _split_key, "nominal quota")
+    if subject == "cohort":
+        rows = samples.filter(cohort__in=cohort_subtree(cluster, name)).values_list(*fields)
+        return _usage_panels(rows, _split_key, "nominal quota of its queues")
 
     def of_flavor(key: str) -> tuple[str, str] | None:
         flavor, resource = _split_key(key)
         return (flavor, resource) if flavor == name else None
 
-    if subject == "clusterqueue":
-        rows = samples.filter(cluster_queue=name).values_list(*fields)
-        return _usage_panels(rows, by_key)
-    if subject == "cohort":
-        rows = samples.filter(cohort__in=cohort_subtree(cluster, name)).values_list(*fields)
-        return _usage_panels(rows, by_key)
-    return _usage_panels(samples.values_list(*fields), of_flavor)
+    return _usage_panels(samples.values_list(*fields), of_flavor, "nominal quota of its queues")
 
 
 # --- Pending and waits ------------------------------------------------------------------------

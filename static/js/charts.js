@@ -57,6 +57,7 @@
       borderDash: series.kind === "nominal" || series.kind === "pending" ? [6, 4] : [],
       hidden: !!series.hidden,
     };
+    if (series.kind === "nominal") ds.order = -1; // the reference line on top of the areas
     if (stacked) {
       // Within nominal and borrowed stack to the usage; the nominal quota is its own line.
       ds.stack = series.kind === "nominal" ? "quota" : "usage";
@@ -117,6 +118,20 @@
     return { min: now - data.hours * 3600 * 1000, max: now };
   }
 
+  // Ticks on round times: about six across the window, at multiples of a whole step.
+  const STEPS_MINUTES = [5, 10, 15, 30, 60, 120, 180, 240, 360];
+  function roundTicks(min, max, hours) {
+    const minutes = STEPS_MINUTES.find(function (m) { return hours * 60 / m <= 7; }) || 360;
+    const step = minutes * 60 * 1000;
+    // Multiples of the step in local wall-clock time, not in UTC.
+    const offset = new Date(min).getTimezoneOffset() * 60 * 1000;
+    const ticks = [];
+    for (let t = Math.ceil((min - offset) / step) * step + offset; t <= max; t += step) {
+      ticks.push({ value: t });
+    }
+    return ticks;
+  }
+
   function options(panel, data, stacked) {
     const styles = getComputedStyle(document.documentElement);
     const fg = styles.getPropertyValue("--muted").trim() || "#888";
@@ -127,7 +142,8 @@
       scales: {
         x: {
           type: "linear", min: bounds.min, max: bounds.max,
-          ticks: { color: fg, maxTicksLimit: 8, callback: function (v) { return timeText(v); } },
+          ticks: { color: fg, callback: function (v) { return timeText(v); } },
+          afterBuildTicks: function (axis) { axis.ticks = roundTicks(axis.min, axis.max, data.hours); },
         },
         y: {
           beginAtZero: true, stacked: stacked,

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from multicluster.models import Cluster
 from scheduling.models import ClusterQueue, QueueUsageSample
+from tests.fixtures.processes import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.production, pytest.mark.slow]
 
@@ -29,6 +30,17 @@ CHART_STATE = """(id) => {
     })),
   };
 }"""
+
+
+def axe_violations(page: Any, selector: str) -> list[str]:
+    """axe-core's accessibility violations within ``selector``, as "rule: nodes" lines."""
+    page.add_script_tag(path=str(ROOT / "node_modules" / "axe-core" / "axe.min.js"))
+    violations = page.evaluate(
+        "(s) => axe.run(s).then((r) => r.violations.map("
+        "(v) => v.id + ': ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))",
+        selector,
+    )
+    return list(violations)
 
 
 def test_cluster_queue_charts_are_steps_on_a_time_axis(
@@ -88,6 +100,7 @@ def test_cluster_queue_charts_are_steps_on_a_time_axis(
     rows = table.locator("tbody tr")
     assert rows.count() == 3
     assert rows.nth(0).inner_text().split("\t") == ["within nominal", "2"]
+    assert axe_violations(page, "#cq-charts") == []
     wait_row = page.locator("#cq-wait-chart tbody tr").nth(0)
     assert [wait_row.locator(cell).text_content() for cell in ("th", "td")] == [
         "median wait",
@@ -123,3 +136,4 @@ def test_overview_chart_is_stepped_and_says_when_there_are_no_samples(
     pending = next(ds for ds in state["datasets"] if ds["label"] == "manager: pending")
     assert (pending["stepped"], pending["tension"], pending["spanGaps"]) == ("after", 0, False)
     assert pending["ys"] == [2, 5]
+    assert axe_violations(page, "#overview-history") == []
