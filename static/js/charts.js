@@ -213,7 +213,12 @@
       state.set(container, { charts: [], key: key });
       return;
     }
-    if (previous.key === key && previous.charts.length) {
+    // In place only while the canvases are still this container's (a swap of the region
+    // around the figure may have replaced them).
+    const intact = previous.charts.length && previous.charts.every(function (c) {
+      return container.contains(c.canvas);
+    });
+    if (previous.key === key && intact) {
       const bounds = xBounds(data);
       data.panels.forEach(function (panel, i) {
         const chart = previous.charts[i];

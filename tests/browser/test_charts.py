@@ -107,6 +107,10 @@ def test_cluster_queue_charts_are_steps_on_a_time_axis(
         "12 s",
     ]
 
+    # A window the server refuses is said, naming the parameter.
+    page.goto("/c/manager/clusterqueues/team-a/?hours=99")
+    page.wait_for_selector("#cq-usage-chart .chart-status >> text=Chart unavailable: hours:")
+
 
 def test_overview_chart_is_stepped_and_says_when_there_are_no_samples(
     browser_page: Callable[..., Any],
