@@ -542,6 +542,8 @@ class Workload(NamespacedObject):
             models.Index(fields=["created_at", "id"], name="workload_created"),
             models.Index(fields=["cluster_queue", "phase"], name="workload_cq_phase"),
             models.Index(fields=["requeue_at"], name="workload_requeue_at"),
+            # The usage sampler reads the reservations made since its previous sample.
+            models.Index(fields=["quota_reserved_at"], name="workload_reserved_at"),
         ]
 
 
@@ -624,10 +626,17 @@ class AdmissionLease(models.Model):
 
 
 class QueueUsageSample(models.Model):
-    """One cluster queue's usage and workload counts at one moment, for the overview's chart.
+    """One cluster queue's usage and workload counts at one moment, for the charts.
 
     Written by ``scheduling.metrics.history.sample_usage`` (a periodic task); kept for 24 hours.
-    ``usage`` maps "flavor/resource" to the amount held, in base units (CPU cores, bytes).
+    ``usage`` and ``nominal`` map "flavor/resource" to the amount held and to the queue's
+    nominal quota then, in base units (CPU cores, bytes): quotas change, and what was
+    borrowed at a moment is usage above the nominal quota of that moment. ``cohort`` is the
+    queue's cohort then (Kueue reports nothing borrowed by a queue outside a cohort).
+    ``local_pending`` maps "namespace/name" of each local queue to its pending workloads.
+    ``reservations`` counts the quota reservations since the previous sample and
+    ``wait_p50_seconds``/``wait_p90_seconds`` are the median and 90th percentile of their
+    waits (null when there were none).
     """
 
     cluster = models.ForeignKey("multicluster.Cluster", on_delete=models.CASCADE, related_name="+")
@@ -636,10 +645,22 @@ class QueueUsageSample(models.Model):
     pending = models.PositiveIntegerField(default=0)
     admitted = models.PositiveIntegerField(default=0)
     usage = models.JSONField(default=dict, blank=True)
+    cohort = models.CharField(max_length=253, blank=True, default="")
+    nominal = models.JSONField(default=dict, blank=True)
+    local_pending = models.JSONField(default=dict, blank=True)
+    reservations = models.PositiveIntegerField(default=0)
+    wait_p50_seconds = models.FloatField(null=True, blank=True)
+    wait_p90_seconds = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["sampled_at", "cluster_queue"]
-        indexes = [models.Index(fields=["cluster", "sampled_at"], name="usagesample_domain_time")]
+        indexes = [
+            models.Index(fields=["cluster", "sampled_at"], name="usagesample_domain_time"),
+            # One queue's charts read its samples only, not every queue's of the window.
+            models.Index(
+                fields=["cluster", "cluster_queue", "sampled_at"], name="usagesample_queue_time"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.cluster_queue} @ {self.sampled_at:%Y-%m-%d %H:%M:%S}"

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import wraps
 from typing import Any
 
@@ -30,7 +29,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Min, Q, Sum
+from django.db.models import Count, Min, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -47,7 +46,7 @@ from scheduling.core.quantities import QuantityError, format_amount
 from scheduling.core.resources import FlavorResource
 from scheduling.core.snapshot import Snapshot
 from scheduling.metrics.history import base_units
-from scheduling.models import ClusterQueue, LocalQueue, QueueUsageSample, Workload, examples
+from scheduling.models import ClusterQueue, LocalQueue, Workload, examples
 from scheduling.queue import visibility
 from scheduling.workload.conditions import find, timestamp
 
@@ -434,36 +433,6 @@ def history_hours(request: HttpRequest) -> int:
     return min(max(hours, 1), MAX_HISTORY_HOURS)
 
 
-def history_series(clusters: list[Cluster], hours: int) -> dict[str, Any]:
-    """Pending and admitted workloads per domain over time, from the stored samples (one
-    query): {"labels": [iso times], "datasets": [{"label", "data"}]}."""
-    since = timezone.now() - timedelta(hours=hours)
-    names = {c.pk: c.name for c in clusters}
-    totals: dict[tuple[int, str], dict[str, int]] = defaultdict(lambda: {"pending": 0, "admitted": 0})
-    times: set[str] = set()
-    # Summed over the queues of each domain in the database: one row per domain and sample.
-    for cluster_id, sampled_at, pending, admitted in (
-        QueueUsageSample.objects.filter(cluster_id__in=names, sampled_at__gte=since)
-        .values_list("cluster_id", "sampled_at")
-        .annotate(Sum("pending"), Sum("admitted")).order_by()
-    ):
-        moment = sampled_at.isoformat()
-        times.add(moment)
-        totals[(cluster_id, moment)]["pending"] += pending
-        totals[(cluster_id, moment)]["admitted"] += admitted
-    labels = sorted(times)
-    datasets = []
-    for cluster_id, name in names.items():
-        for kind in ("pending", "admitted"):
-            datasets.append({
-                "label": f"{name}: {kind}",
-                "kind": kind,
-                "data": [totals[(cluster_id, t)][kind] if (cluster_id, t) in totals else None
-                         for t in labels],
-            })
-    return {"labels": labels, "datasets": datasets, "hours": hours}
-
-
 # --- Overview ----------------------------------------------------------------------------------
 
 
@@ -503,7 +472,6 @@ def overview(request: HttpRequest) -> HttpResponse:
     hours = history_hours(request)
     context = {
         "domains": [domain_usage(c) for c in clusters],
-        "history": history_series(clusters, hours),
         "history_hours": hours,
         "history_choices": (1, 3, 6, 12, 24),
         "live_clusters": _live(clusters),
@@ -522,17 +490,6 @@ def overview_domain_partial(request: HttpRequest, cluster: str) -> HttpResponse:
 @role_required
 def overview_workers_partial(request: HttpRequest) -> HttpResponse:
     return render(request, "scheduling/overview_workers.html", _workers_context())
-
-
-@role_required
-def overview_history_partial(request: HttpRequest) -> HttpResponse:
-    clusters = _clusters()
-    hours = history_hours(request)
-    return render(request, "scheduling/overview_history.html", {
-        "history": history_series(clusters, hours), "history_hours": hours,
-        "history_choices": (1, 3, 6, 12, 24),
-        "sample_interval": settings.USAGE_SAMPLE_INTERVAL_SECONDS,
-    })
 
 
 # --- Cluster queue and local queue pages ----------------------------------------------------

@@ -3,7 +3,7 @@ returning it re-rendered, and each object its YAML under ``yaml/``."""
 
 from django.urls import path
 
-from scheduling.web import objects, queues
+from scheduling.web import charts, objects, queues
 
 CQ = "c/<str:cluster>/clusterqueues/<str:name>/"
 LQ = "c/<str:cluster>/namespaces/<str:namespace>/localqueues/<str:name>/"
@@ -15,13 +15,15 @@ urlpatterns = [
     path("overview/domains/<str:cluster>/", queues.overview_domain_partial,
          name="ui-overview-domain"),
     path("overview/workers/", queues.overview_workers_partial, name="ui-overview-workers"),
-    path("overview/history/", queues.overview_history_partial, name="ui-overview-history"),
+    path("overview/history/data/", charts.overview_history_data, name="ui-overview-history-data"),
     path(CQ, queues.cluster_queue_page, name="ui-clusterqueue"),
     path(CQ + "summary/", queues.cluster_queue_summary_partial, name="ui-clusterqueue-summary"),
     path(CQ + "pending/", queues.cluster_queue_pending_partial, name="ui-clusterqueue-pending"),
     path(CQ + "admitted/", queues.cluster_queue_admitted_partial,
          name="ui-clusterqueue-admitted"),
     path(CQ + "yaml/", objects.cluster_queue_yaml, name="ui-clusterqueue-yaml"),
+    path("c/<str:cluster>/charts/<str:subject>/<str:name>/<str:metric>/", charts.chart_data,
+         name="ui-chart"),
     path(LQ, queues.local_queue_page, name="ui-localqueue"),
     path(LQ + "summary/", queues.local_queue_summary_partial, name="ui-localqueue-summary"),
     path(LQ + "pending/", queues.local_queue_pending_partial, name="ui-localqueue-pending"),
