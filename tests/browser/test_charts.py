@@ -43,16 +43,10 @@ def axe_violations(page: Any, selector: str) -> list[str]:
     return list(violations)
 
 
-def test_cluster_queue_charts_are_steps_on_a_time_axis(
-    browser_page: Callable[..., Any],
-    manager: Cluster,
-    viewer: Any,
-    settings: Any,
-    make_queue: Callable[..., ClusterQueue],
-) -> None:
-    make_queue("team-a", {"cpu": "4"}, cohort="org")
+def store_samples(manager: Cluster) -> None:
+    """Samples of cluster queue team-a (cohort org, flavor default): 60 s, then 90 s apart,
+    then a gap of 10 minutes (no sampler)."""
     start = timezone.now().replace(microsecond=0) - timedelta(minutes=20)
-    # Uneven samples: 60 s, then 90 s apart, then a gap of 10 minutes (no sampler).
     offsets = (0, 60, 150, 750)
     for seconds, used, pending in zip(offsets, (3, 6, 5, 2), (1, 4, 2, 0), strict=True):
         QueueUsageSample.objects.create(
@@ -68,6 +62,17 @@ def test_cluster_queue_charts_are_steps_on_a_time_axis(
             wait_p50_seconds=12,
             wait_p90_seconds=40,
         )
+
+
+def test_cluster_queue_charts_are_steps_on_a_time_axis(
+    browser_page: Callable[..., Any],
+    manager: Cluster,
+    viewer: Any,
+    settings: Any,
+    make_queue: Callable[..., ClusterQueue],
+) -> None:
+    make_queue("team-a", {"cpu": "4"}, cohort="org")
+    store_samples(manager)
 
     page = browser_page(viewer)
     page.goto("/c/manager/clusterqueues/team-a/?hours=1")
@@ -110,6 +115,32 @@ def test_cluster_queue_charts_are_steps_on_a_time_axis(
     # A window the server refuses is said, naming the parameter.
     page.goto("/c/manager/clusterqueues/team-a/?hours=99")
     page.wait_for_selector("#cq-usage-chart .chart-status >> text=Chart unavailable: hours:")
+
+
+def test_cohort_and_flavor_pages_chart_their_queues_usage_as_steps(
+    browser_page: Callable[..., Any],
+    manager: Cluster,
+    viewer: Any,
+    make_queue: Callable[..., ClusterQueue],
+) -> None:
+    make_queue("team-a", {"cpu": "4"}, cohort="org")
+    store_samples(manager)
+    page = browser_page(viewer)
+
+    page.goto("/c/manager/cohorts/org/?hours=1")
+    for chart_id in ("cohort-usage-chart", "cohort-pending-chart"):
+        page.wait_for_selector(f"#{chart_id}[data-chart-state=drawn] canvas")
+    usage = {ds["label"]: ds for ds in page.evaluate(CHART_STATE, "cohort-usage-chart")["datasets"]}
+    assert usage["within nominal"]["ys"] == [3, 4, 4, None, 2]
+    assert {ds["stepped"] for ds in usage.values()} == {"after"}
+    pending = page.evaluate(CHART_STATE, "cohort-pending-chart")
+    assert pending["datasets"][0]["ys"] == [1, 4, 2, None, 0]
+    assert axe_violations(page, "#cohort-charts") == []
+
+    page.goto("/c/manager/resourceflavors/default/?hours=1")
+    page.wait_for_selector("#rf-usage-chart[data-chart-state=drawn] canvas")
+    usage = {ds["label"]: ds for ds in page.evaluate(CHART_STATE, "rf-usage-chart")["datasets"]}
+    assert usage["borrowed"]["ys"] == [0, 2, 1, None, 0]
 
 
 def test_overview_chart_is_stepped_and_says_when_there_are_no_samples(
