@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from scheduling.web import job_detail, jobs, workloads
+from scheduling.web import job_detail, jobs, pod_logs, workloads
 
 _WORKLOAD = "c/<str:cluster>/namespaces/<str:namespace>/workloads/<str:name>/"
 _JOBS = "c/<str:cluster>/namespaces/<str:namespace>/jobs/"
@@ -22,4 +22,5 @@ urlpatterns = [
     path(_JOB, job_detail.job_detail, name="ui-job"),
     path(_JOB + "partial/<str:region>/", job_detail.job_region, name="ui-job-partial"),
     path(_JOB + "scale/", job_detail.job_scale, name="ui-job-scale"),
+    path(_JOB + "pods/<str:pod>/logs/", pod_logs.job_pod_logs, name="ui-job-pod-logs"),
 ]

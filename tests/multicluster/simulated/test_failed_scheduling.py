@@ -3,15 +3,13 @@ condition (Unschedulable) and a FailedScheduling event about the pod, once per r
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
 
 from multicluster.models import Cluster, Node, Pod
-from scheduling import services
-from scheduling.models import ClusterQueue, Event, Job
-from tests.fixtures.scheduling import Reconcilers, job_manifest
+from scheduling.models import Event, Job
+from tests.fixtures.scheduling import Reconcilers
 
 pytestmark = pytest.mark.django_db
 
@@ -19,20 +17,9 @@ NO_ROOM = "0/3 nodes are available: 3 Insufficient cpu."
 
 
 @pytest.fixture
-def waiting_job(
-    manager: Cluster,
-    make_queue: Callable[..., ClusterQueue],
-    reconcilers: Reconcilers,
-    t0: datetime,
-) -> Job:
-    """A job admitted (10 CPUs of quota) whose 2-CPU pod fits none of three 1-CPU nodes."""
-    Node.objects.filter(cluster=manager).delete()
-    for index in range(3):
-        Node.objects.create(cluster=manager, name=f"small-{index}", capacity={"cpu": "1"})
-    make_queue("cq", {"cpu": "10"})
-    job = services.submit_job(job_manifest("big", "lq-cq", cpu="2"), namespace="ns")
+def waiting_job(unplaceable_job: Job, reconcilers: Reconcilers, t0: datetime) -> Job:
     reconcilers.step(t0)
-    return job
+    return unplaceable_job
 
 
 def test_an_unplaceable_pod_gets_one_failed_scheduling_event(
