@@ -21,8 +21,9 @@ from typing import Any
 
 from multicluster.choices import ConnectionType, PodPhase
 from multicluster.kube import job_pods as kube_pods
-from multicluster.kube.errors import KubeError
+from multicluster.kube.errors import KubeApiError, KubeError
 from multicluster.models import Pod
+from scheduling.choices import EventType
 from scheduling.models import Event, Job, Workload
 from scheduling.workload import slices as elastic
 
@@ -61,13 +62,23 @@ class PodRow:
 
     @property
     def why(self) -> tuple[str, str]:
-        """Why a pod that does not run waits (or ended): its newest event, else its own
-        reason and message ("SchedulingGated", the scheduler's "0/3 nodes are available")."""
+        """Why a pod that does not run waits (or ended), as (reason, message): its scheduling
+        gates while it has any (Kueue's admission gate: its workload waits for quota), else
+        its newest Warning event (FailedScheduling, an image that cannot be pulled), else
+        its own reason (Unschedulable, a waiting container's), else its newest event."""
+        if self.scheduling_gates:
+            return "SchedulingGated", (
+                "Scheduling is blocked due to non-empty scheduling gates: "
+                + ", ".join(self.scheduling_gates)
+            )
+        warning = next((e for e in self.events if e.type == EventType.WARNING), None)
+        if warning is not None:
+            return warning.reason, warning.message
+        if self.reason or self.message:
+            return self.reason, self.message
         if self.events:
             return self.events[0].reason, self.events[0].message
-        if self.scheduling_gates and not self.reason:
-            return "SchedulingGated", f"gates: {', '.join(self.scheduling_gates)}"
-        return self.reason, self.message
+        return "", ""
 
 
 @dataclass
@@ -111,8 +122,31 @@ def _simulated_rows(job: Job) -> list[PodRow]:
     ]
 
 
+def _is_cluster_pod(job: Job) -> bool:
+    """The job is a Pod created on the cluster (kubectl), adopted as it is."""
+    return job.kind == "Pod" and job.api_group == "" and job.created_on_cluster
+
+
+def owns(job: Job, pod: kube_pods.KubePod) -> bool:
+    """``pod`` is one of ``job``'s: it carries the job's uid label, as every pod of a job
+    kueueweb runs does, or it is the job itself, a Pod created on the cluster (which waits
+    gated for admission before it gets the label)."""
+    if pod.job_uid == str(job.uid):
+        return True
+    uid = ((job.manifest or {}).get("metadata") or {}).get("uid")
+    return _is_cluster_pod(job) and bool(uid) and pod.uid == uid
+
+
 def _kube_rows(job: Job, workloads: Sequence[Workload]) -> list[PodRow]:
     pods = kube_pods.list_job_pods(job.cluster, job.namespace, str(job.uid), limit=POD_LIMIT)
+    if _is_cluster_pod(job) and job.name not in {p.name for p in pods}:
+        try:
+            itself = kube_pods.read_pod(job.cluster, job.namespace, job.name)
+        except KubeApiError as exc:
+            if not exc.not_found:
+                raise
+        else:
+            pods += [itself] if owns(job, itself) else []
     # The pods carry the job's uid, not their workload's: they run the current slice.
     current = elastic.current_slice(list(workloads))
     name = current.name if current is not None else ""

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET
 from multicluster.choices import ConnectionType
 from multicluster.kube import job_pods as kube_pods
 from multicluster.kube.errors import KubeApiError, KubeError
-from scheduling.web import slices
+from scheduling.web import job_pods, slices
 from scheduling.web.job_detail import _get_job
 from scheduling.web.workloads import reader_required
 
@@ -96,7 +96,7 @@ def job_pod_logs(
         return _refused(request, context, exc)
     except KubeError as exc:
         return _unreachable(request, context, exc)
-    if found.job_uid != str(job.uid):
+    if not job_pods.owns(job, found):
         raise Http404(missing)
     context["pod"] = found
     names = [c.name for c in found.containers]

@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import reverse
+from kubernetes import client as k8s  # noqa: TID251 - the user's client, as kubectl
 
 from multicluster.kube.sync import sync_kube_cluster
 from multicluster.models import Cluster
+from scheduling import jobframework
+from scheduling.jobs import pod as pods
 from scheduling.models import Job
 from scheduling.web import slices
 from tests.fixtures.kube_api import start_job
@@ -212,3 +215,43 @@ def test_a_simulated_pod_says_why_it_waits_and_offers_no_logs(
     assert "Logs are available on Kubernetes clusters" in page
     assert 'class="pod-logs"' not in page
     assert viewer_ui.get(logs_url(job, pod.name)).status_code == 404
+
+
+def test_a_pod_created_on_the_cluster_is_listed_gated_before_admission(
+    kube_api: Any,
+    kube_queue: Cluster,
+    kubectl_api: Any,
+    t0: datetime,
+    viewer_ui: Client,
+    settings: Any,
+) -> None:
+    """A Pod created with kubectl waits gated, without the job's uid label, until admitted:
+    the job's page lists it and says why, and its log page reads it as the job's own."""
+    settings.KUEUEWEB = {
+        **settings.KUEUEWEB,
+        "INTEGRATIONS_FRAMEWORKS": [*settings.KUEUEWEB["INTEGRATIONS_FRAMEWORKS"], "pod"],
+    }
+    kube_api.create_namespace(kube_api.namespace)
+    k8s.CoreV1Api(kubectl_api).create_namespaced_pod(
+        kube_api.namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "solo", "labels": {jobframework.QUEUE_NAME_LABEL: "lq-cq"}},
+            "spec": {
+                "restartPolicy": "Never",
+                "schedulingGates": [{"name": pods.SCHEDULING_GATE}],
+                "containers": [{"name": "c", "image": "busybox"}],
+            },
+        },
+    )
+    sync_kube_cluster(kube_queue.pk, now=t0)
+    job = Job.objects.get(cluster=kube_queue, kind="Pod", name="solo")
+
+    page = viewer_ui.get(slices.job_url(job)).content.decode()
+
+    assert '<tr data-pod="solo" data-pod-phase="Pending"' in page
+    assert "<strong data-pod-reason=\"SchedulingGated\">SchedulingGated</strong>" in page
+    refused = viewer_ui.get(logs_url(job, "solo"))
+    assert refused.status_code == 400
+    assert "pod solo does not have a host assigned" in refused.content.decode()
