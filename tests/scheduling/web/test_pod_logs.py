@@ -18,7 +18,7 @@ from scheduling import jobframework
 from scheduling.jobs import pod as pods
 from scheduling.models import Job
 from scheduling.web import slices
-from tests.fixtures.kube_api import start_job
+from tests.fixtures.kube_api import PODS, start_job
 from tests.fixtures.scheduling import Reconcilers
 
 pytestmark = pytest.mark.django_db
@@ -251,7 +251,29 @@ def test_a_pod_created_on_the_cluster_is_listed_gated_before_admission(
     page = viewer_ui.get(slices.job_url(job)).content.decode()
 
     assert '<tr data-pod="solo" data-pod-phase="Pending"' in page
-    assert "<strong data-pod-reason=\"SchedulingGated\">SchedulingGated</strong>" in page
+    assert '<strong data-pod-reason="SchedulingGated">SchedulingGated</strong>' in page
     refused = viewer_ui.get(logs_url(job, "solo"))
     assert refused.status_code == 400
     assert "pod solo does not have a host assigned" in refused.content.decode()
+
+
+def test_a_pod_of_several_containers_offers_each(
+    kube_api: Any, kube_queue: Cluster, t0: datetime, viewer_ui: Client
+) -> None:
+    job, pod = run_job(kube_api, kube_queue, t0, "train")
+
+    def add_sidecar(obj: dict[str, Any]) -> None:
+        obj["spec"]["containers"].append({"name": "sidecar", "image": "busybox"})
+
+    kube_api._update(PODS, kube_api.namespace, pod, add_sidecar)
+    kube_api.write_log(kube_api.namespace, pod, "main line")
+    kube_api.write_log(kube_api.namespace, pod, "sidecar line", container="sidecar")
+
+    first = viewer_ui.get(logs_url(job, pod)).content.decode()
+    chosen = viewer_ui.get(logs_url(job, pod), {"container": "sidecar"}).content.decode()
+
+    assert '<option value="main" selected>main</option>' in first
+    assert '<option value="sidecar">sidecar</option>' in first
+    assert "main line\n</pre>" in first
+    assert '<option value="sidecar" selected>sidecar</option>' in chosen
+    assert "sidecar line\n</pre>" in chosen
