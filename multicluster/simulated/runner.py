@@ -85,6 +85,14 @@ _ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING)
 # A gated pod's PodScheduled condition (Kubernetes' pod strategy, PodReasonSchedulingGated).
 GATED_REASON = "SchedulingGated"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+# A pod no node has room for: its PodScheduled condition (PodReasonUnschedulable) and the
+# scheduler's event, both with kube-scheduler's "0/3 nodes are available: ..." message.
+UNSCHEDULABLE_REASON = "Unschedulable"
+FAILED_SCHEDULING = "FailedScheduling"
+# FailedScheduling events written for one unplaced gang in one pass: its other pods still
+# say why in their condition. client-go's event correlator likewise stops recording
+# separate similar events after ten.
+MAX_FAILED_SCHEDULING_EVENTS = 10
 
 
 @dataclass(frozen=True)
@@ -486,6 +494,7 @@ def _bind(pods: Iterable[Pod], bindings: Mapping[str, str], sim: SimulationSetti
         run = run_seconds(template, (job.manifest.get("metadata") or {}).get("annotations")
                           if job else None, default=sim.default_run_seconds)
         pod.node_name = node_name
+        pod.reason, pod.message = "", ""
         pod.scheduled_at = now
         pod.ready_at = now + sim.scaled(sim.start_delay_seconds)
         # A pod that runs until deleted (a serving pod) has no end.
@@ -496,8 +505,26 @@ def _bind(pods: Iterable[Pod], bindings: Mapping[str, str], sim: SimulationSetti
             room[resource] = room.get(resource, 0) - quantity_to_int(resource, quantity)
         if placement.PODS in room:
             room[placement.PODS] -= 1
-    Pod.objects.bulk_update(placed, ["node_name", "scheduled_at", "ready_at", "finish_at"])
+    Pod.objects.bulk_update(placed, ["node_name", "reason", "message", "scheduled_at",
+                                     "ready_at", "finish_at"])
     return len(placed)
+
+
+def _unschedulable(pods: Sequence[Pod], message: str, *, now: datetime,
+                   events: list[Event]) -> None:
+    """Mark ``pods`` as kube-scheduler leaves a pod it found no node for (PodScheduled
+    False, Unschedulable) and record its FailedScheduling event about each pod, once per
+    new message: a pod that keeps waiting for the same reason is not written every pass."""
+    changed = [pod for pod in pods
+               if (pod.reason, pod.message) != (UNSCHEDULABLE_REASON, message)]
+    for index, pod in enumerate(changed):
+        pod.reason, pod.message = UNSCHEDULABLE_REASON, message
+        if index < MAX_FAILED_SCHEDULING_EVENTS and pod.workload is not None:
+            event = lifecycle.workload_event(pod.workload, FAILED_SCHEDULING, message, now=now,
+                                             type_=EventType.WARNING, kind="Pod")
+            event.object_name = pod.name
+            events.append(event)
+    Pod.objects.bulk_update(changed, ["reason", "message"])
 
 
 def workload_ref_of(pod_set: Mapping[str, Any]) -> dict[str, str]:
@@ -557,6 +584,10 @@ def _schedule(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
             continue
         message = (f"pod group {group.pod_set}: {result.fitted} of {group.min_count} pods fit "
                    f"at once (minCount {group.min_count}); {result.message(len(nodes))}")
+        why = result.message(len(nodes))
+        if group.min_count > 1:
+            why += f" (gang: {result.fitted} of {group.min_count} pods fit at once)"
+        _unschedulable(pods, why, now=now, events=events)
         since = group.waiting_since or now
         timeout = timedelta(seconds=sim.gang_timeout_seconds)
         changes: dict[str, Any] = {"message": message, "waiting_since": since}
@@ -579,6 +610,8 @@ def _schedule(cluster: Cluster, sim: SimulationSettings, *, now: datetime,
         result = placement.place_group(nodes, [_pod_info(pod)], min_count=1, free=free)
         if result.bound:
             outcome.bound += _bind([pod], result.bindings, sim, now=now, free=free)
+        else:
+            _unschedulable([pod], result.message(len(nodes)), now=now, events=events)
 
 
 # Why a pod naming a Workload waits before kube-scheduler even tries it (PreEnqueue).

@@ -32,7 +32,7 @@ from scheduling.jobframework import registry
 from scheduling.jobs import deployment as deployment_kind
 from scheduling.jobs import leaderworkerset as lws_kind
 from scheduling.models import Event, Job, Workload
-from scheduling.web import slices
+from scheduling.web import job_pods, slices
 from scheduling.web.forms import field_errors
 from scheduling.web.workloads import reader_required
 from scheduling.workload import conditions as cond
@@ -40,7 +40,6 @@ from scheduling.workload import slices as elastic
 
 JOB_REGIONS = ("summary", "controls", "pods", "slices", "events")
 EVENTS_PAGE_SIZE = 25
-POD_LIMIT = 500
 _INTEGER = re.compile(r"^[+-]?\d+$")
 # Digits kept of a typed number: more are far outside an int32, and Python refuses to read
 # more than 4300 (a ValueError, not a field error).
@@ -139,7 +138,7 @@ def _pod_counts() -> dict[str, int]:
     return {"total": 0, "running": 0, "ready": 0, "pending": 0, "gated": 0}
 
 
-def _count_pod(counts: dict[str, int], pod: Pod) -> None:
+def _count_pod(counts: dict[str, int], pod: job_pods.PodRow) -> None:
     counts["total"] += 1
     counts["running"] += pod.phase == PodPhase.RUNNING
     counts["ready"] += bool(pod.ready)
@@ -161,8 +160,8 @@ def _job_pod_sets(job: Job, workloads: list[Workload]) -> Sequence[Mapping[str, 
 
 
 def _region_pods(job: Job, workloads: list[Workload]) -> dict[str, Any]:
-    pods = list(Pod.objects.filter(job=job).select_related("cluster", "workload")
-                .order_by("pod_set", "name")[:POD_LIMIT])
+    listed = job_pods.job_pods(job, workloads)
+    pods = listed.rows
     counts = _pod_counts()
     by_pod_set: dict[str, dict[str, int]] = {}
     for pod in pods:
@@ -178,6 +177,7 @@ def _region_pods(job: Job, workloads: list[Workload]) -> dict[str, Any]:
             "pods": by_pod_set.get(name, _pod_counts()),
         })
     return {"pods": pods, "pod_counts": counts, "pod_sets": pod_sets,
+            "pods_on_kubernetes": listed.on_kubernetes, "pods_error": listed.error,
             "why_pending": why_pending(workloads)}
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from scheduling.web import job_detail, jobs, objects, workloads
+from scheduling.web import job_detail, jobs, objects, pod_logs, workloads
 
 _WORKLOAD = "c/<str:cluster>/namespaces/<str:namespace>/workloads/<str:name>/"
 _JOBS = "c/<str:cluster>/namespaces/<str:namespace>/jobs/"
@@ -24,4 +24,5 @@ urlpatterns = [
     path(_JOB + "partial/<str:region>/", job_detail.job_region, name="ui-job-partial"),
     path(_JOB + "scale/", job_detail.job_scale, name="ui-job-scale"),
     path(_JOB + "yaml/", objects.job_yaml, name="ui-job-yaml"),
+    path(_JOB + "pods/<str:pod>/logs/", pod_logs.job_pod_logs, name="ui-job-pod-logs"),
 ]

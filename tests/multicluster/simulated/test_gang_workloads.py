@@ -176,9 +176,15 @@ def test_a_gang_that_does_not_fit_times_out_and_is_retried(
 
     assert bound(*jobs) == [""] * 5
     for job in jobs:
-        (event,) = Event.objects.filter(workload__job=job, reason="FailedScheduling")
+        (event,) = Event.objects.filter(workload__job=job, reason="FailedScheduling",
+                                        object_kind="Workload")
         assert event.message.startswith("Gang scheduling timed out after 300s: pod group "
                                         "workers: 4 of 5 pods fit at once (minCount 5)")
+        # Each pod's own event, as kube-scheduler records it, once for both attempts.
+        (pod_event,) = Event.objects.filter(workload__job=job, reason="FailedScheduling",
+                                            object_kind="Pod")
+        assert pod_event.message == ("0/2 nodes are available: 2 Insufficient cpu. "
+                                     "(gang: 4 of 5 pods fit at once)")
     assert gang_metrics(admin_client_api, "manager") == {"attempts_total": 2.0, "timeouts_total": 1.0}
 
 
