@@ -33,6 +33,7 @@ from scheduling.jobs import deployment as deployment_kind
 from scheduling.jobs import leaderworkerset as lws_kind
 from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
+from scheduling.web.conditions import condition_rows
 from scheduling.web.forms import field_errors
 from scheduling.web.workloads import reader_required
 from scheduling.workload import conditions as cond
@@ -97,6 +98,7 @@ def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
             "gated": gated,
             "conditions": conditions,
         },
+        "condition_rows": condition_rows(status.get("conditions")),
         "serving": _serving(job),
         "current": current,
         "current_admitted": slices.admitted_count(current) if current is not None else None,
