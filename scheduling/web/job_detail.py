@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -20,6 +21,7 @@ from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+from django.urls import Resolver404, resolve
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
@@ -308,6 +310,22 @@ def _safe_next(request: HttpRequest, job: Job) -> str:
     return slices.job_url(job)
 
 
+def _after_scale_url(back: str, job: Job, result: elastic.ScaleResult) -> str:
+    """Where a successful scale leads: back to the page the form came from, except that a
+    workload page leads on to the slice the job goes on with (a scale-up's new slice, else
+    the job's current one), so that no one keeps acting on a slice that is being replaced."""
+    try:
+        match = resolve(urlsplit(back).path)
+    except Resolver404:
+        return back
+    if match.url_name != "ui-workload":
+        return back
+    target = result.workload
+    if target is None or target.phase == WorkloadPhase.FINISHED:
+        target = elastic.current_slice(slices.job_workloads(job))
+    return slices.workload_url(target) if target is not None else back
+
+
 def _typed_integer(raw: str) -> int:
     """The integer typed; one of more than ``_DIGITS_READ`` significant digits becomes one of
     that many nines, with its sign, which is as far out of range for the service."""
@@ -350,6 +368,6 @@ def job_scale(request: HttpRequest, cluster: str, namespace: str, kind: str,
             errors = [("", str(exc))]
         else:
             messages.success(request, _done_message(result, label))
-            return HttpResponseRedirect(back)
+            return HttpResponseRedirect(_after_scale_url(back, job, result))
     slices.remember_scale_errors(request, job, errors, raw)
     return HttpResponseRedirect(back)
