@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,6 +51,22 @@ def run_one_job(manager: Cluster, make_queue: Callable[..., ClusterQueue], setti
                               namespace="team-a")
     run_elsewhere(settings, steps.format(id=manager.pk))
     return Workload.objects.select_related("cluster", "job").get(job=job)
+
+
+AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def axe_violations(page: Any, selector: str) -> list[str]:
+    """axe-core's WCAG A/AA violations within ``selector`` (evaluated through the driver, so
+    the page's CSP, which refuses inline scripts, is unchanged)."""
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE.read_text())
+    found = page.evaluate("""s => axe.run(document.querySelector(s),
+        {runOnly: ["wcag2a", "wcag2aa"]}).then(r => ({
+            passes: r.passes.length,
+            violations: r.violations.map(v => v.id + ": " + v.help)}))""", selector)
+    assert found["passes"] > 0  # the rules did run on the region
+    return [str(v) for v in found["violations"]]
 
 
 def controls(page: Any) -> set[str]:
@@ -105,6 +122,7 @@ def test_a_pending_workload_says_where_it_stands_and_why_with_links_to_its_queue
     waited = page.locator("#wl-waiting time")
     assert waited.get_attribute("datetime")
     assert re.search(r"ago|now", waited.inner_text())  # rendered relative by time.js
+    assert axe_violations(page, "#wl-why-pending") == []
 
     page.click("#wl-link-lq")
     page.wait_for_url("**/namespaces/team-a/localqueues/lq-cq/")
@@ -155,6 +173,7 @@ def test_a_finished_workload_and_its_job_offer_no_action_but_deleting_the_job(
     assert cells.nth(4).locator("time[data-relative]").get_attribute("datetime")
     headers = page.locator("#job-conditions th").all_inner_texts()
     assert headers == ["Type", "Status", "Reason", "Message", "Last transition"]
+    assert axe_violations(page, "#job-summary") == []
     # No Python text of the conditions anywhere on the page.
     assert "{'type'" not in page.content()
 
