@@ -37,7 +37,7 @@ from scheduling.models import Event, Job, Workload
 from scheduling.web import slices
 from scheduling.web.conditions import condition_rows
 from scheduling.web.forms import field_errors
-from scheduling.web.workloads import reader_required
+from scheduling.web.workloads import reader_required, waiting_in_queue
 from scheduling.workload import conditions as cond
 from scheduling.workload import slices as elastic
 
@@ -103,6 +103,8 @@ def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
         "condition_rows": condition_rows(status.get("conditions")),
         "serving": _serving(job),
         "current": current,
+        # A queued job waits as its workload does: the same block as on the workload page.
+        "current_why_pending": waiting_in_queue(current) if current is not None else None,
         "current_admitted": slices.admitted_count(current) if current is not None else None,
         "current_pods": slices.pod_count(current) if current is not None else None,
     }

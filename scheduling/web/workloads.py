@@ -247,7 +247,7 @@ def _region_status(wl: Workload) -> dict[str, Any]:
         "reclaimable_pods": wl.reclaimable_pods or [],
         "admission_checks": wl.admission_check_states or [],
         "provisioning_requests": _provisioning_requests(wl),
-        "why_pending": _why_pending(wl),
+        "why_pending": waiting_in_queue(wl),
         "slice_notice": _slice_notice(wl),
     }
 
@@ -281,7 +281,7 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _why_pending(wl: Workload) -> dict[str, Any] | None:
+def waiting_in_queue(wl: Workload) -> dict[str, Any] | None:
     """For a pending workload: its place in both queues (1-based, for people), the reason
     and message of its QuotaReserved=False condition as the scheduler wrote them (else
     why it waits, as the visibility API says), and since when it waits: its queue-order
