@@ -42,13 +42,20 @@ def workload_url(wl: Workload) -> str:
     return f"/c/{wl.cluster.name}/namespaces/{wl.namespace}/workloads/{wl.name}/"
 
 
-def run_one_job(manager: Cluster, make_queue: Callable[..., ClusterQueue], settings: Any, *,
-                run_seconds: int, steps: str) -> Workload:
+def run_one_job(
+    manager: Cluster,
+    make_queue: Callable[..., ClusterQueue],
+    settings: Any,
+    *,
+    run_seconds: int,
+    steps: str,
+) -> Workload:
     """A Job of one pod in a queue of 4 CPUs, reconciled in another process by ``steps``;
     its workload."""
     make_queue("cq", {"cpu": "4"}, namespace="team-a")
-    job = services.submit_job(job_manifest("train", "lq-cq", run_seconds=run_seconds),
-                              namespace="team-a")
+    job = services.submit_job(
+        job_manifest("train", "lq-cq", run_seconds=run_seconds), namespace="team-a"
+    )
     run_elsewhere(settings, steps.format(id=manager.pk))
     return Workload.objects.select_related("cluster", "job").get(job=job)
 
@@ -61,17 +68,23 @@ def axe_violations(page: Any, selector: str) -> list[str]:
     the page's CSP, which refuses inline scripts, is unchanged)."""
     if not page.evaluate("typeof window.axe !== 'undefined'"):
         page.evaluate(AXE.read_text())
-    found = page.evaluate("""s => axe.run(document.querySelector(s),
+    found = page.evaluate(
+        """s => axe.run(document.querySelector(s),
         {runOnly: ["wcag2a", "wcag2aa"]}).then(r => ({
             passes: r.passes.length,
-            violations: r.violations.map(v => v.id + ": " + v.help)}))""", selector)
+            violations: r.violations.map(v => v.id + ": " + v.help)}))""",
+        selector,
+    )
     assert found["passes"] > 0  # the rules did run on the region
     return [str(v) for v in found["violations"]]
 
 
 def controls(page: Any) -> set[str]:
-    return {name for name in ("deactivate", "activate", "evict", "delete-job", "scale")
-            if page.locator(f"#control-{name}").count()}
+    return {
+        name
+        for name in ("deactivate", "activate", "evict", "delete-job", "scale")
+        if page.locator(f"#control-{name}").count()
+    }
 
 
 # =========================================================================================
@@ -80,19 +93,23 @@ def controls(page: Any) -> set[str]:
 
 
 def test_a_pending_workload_says_where_it_stands_and_why_with_links_to_its_queues(
-    browser_page: Callable[..., Any], manager: Cluster, viewer: Any,
-    make_queue: Callable[..., ClusterQueue], settings: Any,
+    browser_page: Callable[..., Any],
+    manager: Cluster,
+    viewer: Any,
+    make_queue: Callable[..., ClusterQueue],
+    settings: Any,
 ) -> None:
     cq = make_queue("cq", {"cpu": "1"}, namespace="team-a")
     services.submit_job(job_manifest("hog", "lq-cq", run_seconds=3600), namespace="team-a")
     run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
-    waiting = [services.submit_job(job_manifest(f"wait-{n}", "lq-cq"), namespace="team-a")
-               for n in (1, 2, 3)]
+    waiting = [
+        services.submit_job(job_manifest(f"wait-{n}", "lq-cq"), namespace="team-a")
+        for n in (1, 2, 3)
+    ]
     # The scheduler tries the head against the full queue and writes why it waits; the
     # others wait their turn behind it.
     run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
-    head, _, third = (Workload.objects.select_related("cluster").get(job=job)
-                      for job in waiting)
+    head, _, third = (Workload.objects.select_related("cluster").get(job=job) for job in waiting)
     assert third.phase == "Pending"
     reserved = cond.find(head.conditions, "QuotaReserved")
     assert reserved is not None
@@ -113,11 +130,13 @@ def test_a_pending_workload_says_where_it_stands_and_why_with_links_to_its_queue
     assert page.locator("#wl-position-cq").inner_text() == "3rd of 3 in cluster queue cq"
     # Its shape waits behind the head's (Kueue parks one shape until quota frees up): the
     # page says what the visibility API says.
-    listed = next(i for i in visibility.pending_in_cluster_queue(cq)
-                  if i["metadata"]["name"] == third.name)
+    listed = next(
+        i for i in visibility.pending_in_cluster_queue(cq) if i["metadata"]["name"] == third.name
+    )
     assert why.get_attribute("data-reason") == listed["reason"]
     assert page.locator("#wl-pending-reason").inner_text() == (
-        f"{listed['reason']} {listed['message']}")
+        f"{listed['reason']} {listed['message']}"
+    )
     assert "insufficient unused quota for cpu" in listed["message"]
     waited = page.locator("#wl-waiting time")
     assert waited.get_attribute("datetime")
@@ -143,8 +162,11 @@ def test_a_pending_workload_says_where_it_stands_and_why_with_links_to_its_queue
 
 
 def test_a_finished_workload_and_its_job_offer_no_action_but_deleting_the_job(
-    browser_page: Callable[..., Any], manager: Cluster, operator: Any,
-    make_queue: Callable[..., ClusterQueue], settings: Any,
+    browser_page: Callable[..., Any],
+    manager: Cluster,
+    operator: Any,
+    make_queue: Callable[..., ClusterQueue],
+    settings: Any,
 ) -> None:
     manager.simulation = {"startDelaySeconds": 0}
     manager.save()
@@ -166,8 +188,9 @@ def test_a_finished_workload_and_its_job_offer_no_action_but_deleting_the_job(
     complete = page.locator('#job-conditions tr[data-condition="Complete"]')
     cells = complete.locator("td")
     assert [cells.nth(i).inner_text() for i in range(2)] == ["Complete", "True"]
-    condition = next(c for c in Job.objects.get(pk=job.pk).status["conditions"]
-                     if c["type"] == "Complete")
+    condition = next(
+        c for c in Job.objects.get(pk=job.pk).status["conditions"] if c["type"] == "Complete"
+    )
     assert cells.nth(2).inner_text() == (condition.get("reason") or "—")
     assert cells.nth(3).inner_text() == (condition.get("message") or "—")
     assert cells.nth(4).locator("time[data-relative]").get_attribute("datetime")
@@ -179,11 +202,14 @@ def test_a_finished_workload_and_its_job_offer_no_action_but_deleting_the_job(
 
 
 def test_a_deactivated_workload_offers_activate_and_a_reader_no_action(
-    browser_page: Callable[..., Any], manager: Cluster, operator: Any, viewer: Any,
-    make_queue: Callable[..., ClusterQueue], settings: Any,
+    browser_page: Callable[..., Any],
+    manager: Cluster,
+    operator: Any,
+    viewer: Any,
+    make_queue: Callable[..., ClusterQueue],
+    settings: Any,
 ) -> None:
-    wl = run_one_job(manager, make_queue, settings, run_seconds=3600,
-                     steps=RECONCILE_ELSEWHERE)
+    wl = run_one_job(manager, make_queue, settings, run_seconds=3600, steps=RECONCILE_ELSEWHERE)
     job = wl.job
     assert wl.phase == "Admitted"
 
