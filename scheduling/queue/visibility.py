@@ -8,33 +8,38 @@ queue) pairs up to the page's end, without loading the rows before it.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
-from typing import Any
+from functools import reduce
+from typing import Any, NamedTuple
 
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from kueueweb.pagination import MAX_OFFSET
 from scheduling.choices import QueueState, StopPolicy, WorkloadPhase
 from scheduling.models import ClusterQueue, LocalQueue, ParkedShape, Workload
-from scheduling.queue_order import QUEUE_ORDER_EXPRESSIONS
+from scheduling.queue_order import QUEUE_ORDER_COLUMNS, QUEUE_ORDER_EXPRESSIONS
 from scheduling.workload.conditions import find, timestamp
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000
 
 
+def _pending_of(cluster_queue_id: int) -> QuerySet[Workload]:
+    """The workloads queued in a cluster queue: pending, active, through a running
+    LocalQueue."""
+    return Workload.objects.filter(
+        local_queue__cluster_queue_id=cluster_queue_id,
+        local_queue__stop_policy=StopPolicy.NONE,
+        phase=WorkloadPhase.PENDING,
+        active=True,
+    )
+
+
 def _queue_order(cluster_queue: ClusterQueue) -> QuerySet[Workload, tuple[int, int]]:
     """(id, local queue id) of the cluster queue's pending workloads, in queue order."""
-    return (
-        Workload.objects.filter(
-            local_queue__cluster_queue=cluster_queue,
-            local_queue__stop_policy=StopPolicy.NONE,
-            phase=WorkloadPhase.PENDING,
-            active=True,
-        )
-        .order_by(*QUEUE_ORDER_EXPRESSIONS)
-        .values_list("id", "local_queue_id")
-    )
+    return (_pending_of(cluster_queue.pk).order_by(*QUEUE_ORDER_EXPRESSIONS)
+            .values_list("id", "local_queue_id"))
 
 
 # What ``_item`` and ``why_pending`` read.
@@ -161,3 +166,53 @@ def _item(wl: Workload, cluster_queue: ClusterQueue,
         "reason": reason or (parked.reason if parked is not None else "Pending"),
         "message": why_pending(wl, cluster_queue, position_cq, parked),
     }
+
+
+class QueuePlace(NamedTuple):
+    """Where one pending workload stands: 0-based positions as the API gives them, and how
+    many workloads each queue holds pending."""
+
+    position_in_cluster_queue: int
+    position_in_local_queue: int
+    cluster_queue_length: int
+    local_queue_length: int
+
+
+def _ahead_of(wl: Workload) -> Q:
+    """The rows sorting before ``wl`` in queue order (``QUEUE_ORDER_COLUMNS``), as one
+    lexicographic comparison the queue-order index can serve."""
+    queued_at = wl.queued_at or wl.created_at
+    values = {"preempting": wl.preempting, "priority": wl.priority, "queued_at": queued_at,
+              "uid": wl.uid}
+    clauses = []
+    equal: dict[str, Any] = {}
+    for column, descending in QUEUE_ORDER_COLUMNS:
+        lookup = "gt" if descending else "lt"
+        clauses.append(Q(**equal, **{f"{column}__{lookup}": values[column]}))
+        equal[column] = values[column]
+    return reduce(operator.or_, clauses)
+
+
+def workload_place(wl: Workload) -> QueuePlace | None:
+    """The place of ``wl`` in its queues, counted in one query (rows ahead of it and rows in
+    all, per queue) rather than walking the queue; None when it is not queued (not pending,
+    deactivated, its LocalQueue missing, stopped or bound to no ClusterQueue)."""
+    lq = wl.local_queue
+    if (wl.phase != WorkloadPhase.PENDING or not wl.active or lq is None
+            or lq.cluster_queue_id is None or lq.stop_policy != StopPolicy.NONE):
+        return None
+    in_lq = Q(local_queue_id=lq.pk)
+    ahead = _ahead_of(wl)
+    counts = _pending_of(lq.cluster_queue_id).aggregate(
+        ahead_cq=Count("id", filter=ahead), ahead_lq=Count("id", filter=ahead & in_lq),
+        cq=Count("id"), lq=Count("id", filter=in_lq))
+    return QueuePlace(counts["ahead_cq"], counts["ahead_lq"], counts["cq"], counts["lq"])
+
+
+def workload_positions(wl: Workload) -> tuple[int, int] | None:
+    """(positionInClusterQueue, positionInLocalQueue) of ``wl``, 0-based as Kueue's
+    visibility API gives them; None when it is not queued."""
+    place = workload_place(wl)
+    if place is None:
+        return None
+    return place.position_in_cluster_queue, place.position_in_local_queue

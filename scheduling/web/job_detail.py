@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -20,6 +21,7 @@ from django.core.paginator import Paginator
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+from django.urls import Resolver404, resolve
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
@@ -33,8 +35,9 @@ from scheduling.jobs import deployment as deployment_kind
 from scheduling.jobs import leaderworkerset as lws_kind
 from scheduling.models import Event, Job, Workload
 from scheduling.web import job_pods, slices
+from scheduling.web.conditions import condition_rows
 from scheduling.web.forms import field_errors
-from scheduling.web.workloads import reader_required
+from scheduling.web.workloads import reader_required, waiting_in_queue
 from scheduling.workload import conditions as cond
 from scheduling.workload import slices as elastic
 
@@ -96,8 +99,11 @@ def _region_summary(job: Job, workloads: list[Workload]) -> dict[str, Any]:
             "gated": gated,
             "conditions": conditions,
         },
+        "condition_rows": condition_rows(status.get("conditions")),
         "serving": _serving(job),
         "current": current,
+        # A queued job waits as its workload does: the same block as on the workload page.
+        "current_why_pending": waiting_in_queue(current) if current is not None else None,
         "current_admitted": slices.admitted_count(current) if current is not None else None,
         "current_pods": slices.pod_count(current) if current is not None else None,
     }
@@ -306,6 +312,22 @@ def _safe_next(request: HttpRequest, job: Job) -> str:
     return slices.job_url(job)
 
 
+def _after_scale_url(back: str, job: Job, result: elastic.ScaleResult) -> str:
+    """Where a successful scale leads: back to the page the form came from, except that a
+    workload page leads on to the slice the job goes on with (a scale-up's new slice, else
+    the job's current one), so that no one keeps acting on a slice that is being replaced."""
+    try:
+        match = resolve(urlsplit(back).path)
+    except Resolver404:
+        return back
+    if match.url_name != "ui-workload":
+        return back
+    target = result.workload
+    if target is None or target.phase == WorkloadPhase.FINISHED:
+        target = elastic.current_slice(slices.job_workloads(job))
+    return slices.workload_url(target) if target is not None else back
+
+
 def _typed_integer(raw: str) -> int:
     """The integer typed; one of more than ``_DIGITS_READ`` significant digits becomes one of
     that many nines, with its sign, which is as far out of range for the service."""
@@ -348,6 +370,6 @@ def job_scale(request: HttpRequest, cluster: str, namespace: str, kind: str,
             errors = [("", str(exc))]
         else:
             messages.success(request, _done_message(result, label))
-            return HttpResponseRedirect(back)
+            return HttpResponseRedirect(_after_scale_url(back, job, result))
     slices.remember_scale_errors(request, job, errors, raw)
     return HttpResponseRedirect(back)

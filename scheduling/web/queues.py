@@ -576,8 +576,12 @@ def _workload_link(domain: str, namespace: str, name: str) -> dict[str, str]:
 
 
 def _pending_rows(domain: str, page: PendingPage) -> list[dict[str, Any]]:
+    # The table shows positions 1-based, for people; its data attributes keep the API's
+    # 0-based ones.
     return [{**item, **_workload_link(domain, item["metadata"]["namespace"],
-                                      item["metadata"]["name"])} for item in page.items]
+                                      item["metadata"]["name"]),
+             "shown_position": item["positionInClusterQueue"] + 1,
+             "shown_position_lq": item["positionInLocalQueue"] + 1} for item in page.items]
 
 
 def _admitted_rows(domain: str, page: Page[Workload]) -> list[dict[str, Any]]:

@@ -66,7 +66,7 @@ def flavors(wl: Workload) -> list[str]:
     return [f"{resource}: {flavor}" for resource, flavor in sorted(seen.items())]
 
 
-def _workload_url(wl: Workload) -> str:
+def workload_url(wl: Workload) -> str:
     return reverse("ui-workload", kwargs={"cluster": wl.cluster.name, "namespace": wl.namespace,
                                           "name": wl.name})
 
@@ -85,13 +85,6 @@ def job_workloads(job: Job) -> list[Workload]:
 # =========================================================================================
 
 
-def scale_disabled_reason(job: Job, workloads: Iterable[Workload]) -> str:
-    """Why the job cannot be scaled now ("" if it can): the rule the service refuses on
-    (``slices.scale_refusal``), in the page's words."""
-    refused = slices.scale_refusal(job, workloads)
-    return refused.reason if refused is not None else ""
-
-
 def field_label(ps: jobframework.ScalablePodSet, key: str) -> str:
     if key.startswith("podSets."):
         return f"Pod set {ps.name}"
@@ -106,7 +99,8 @@ def scale_control(
     field per pod set the job's kind scales (``fields``), and the errors of the last attempt
     (``flash``, from ``pop_scale_errors``)."""
     workloads = job_workloads(job) if workloads is None else list(workloads)
-    reason = scale_disabled_reason(job, workloads)
+    refused = slices.scale_refusal(job, workloads)
+    reason = refused.reason if refused is not None else ""
     current = slices.current_slice(workloads)
     flash = flash or {}
     typed = flash.get("values") or {}
@@ -120,6 +114,7 @@ def scale_control(
             "label": field_label(ps, key),
             "path": ps.path,
             "current": ps.count,
+            "max": jobframework.MAX_INT32,
             "value": typed.get(key, ps.count),
             "edited": key in typed,
         })
@@ -135,6 +130,8 @@ def scale_control(
     return {"scale": {
         "may_act": can_operate_in(user, job.namespace) and bool(fields),
         "enabled": not reason,
+        # A finished job offers no scale control at all: nothing will ever change it.
+        "finished": refused is slices.REFUSED_FINISHED,
         "reason": reason,
         "hint": HINT_ELASTIC if slices.is_elastic_job(job) else HINT_QUEUED,
         "fields": fields,
@@ -197,7 +194,7 @@ def slice_history(job: Job | None, *, workloads: Iterable[Workload] | None = Non
             "id": wl.pk,
             "name": wl.name,
             "namespace": wl.namespace,
-            "url": _workload_url(wl),
+            "url": workload_url(wl),
             "phase": wl.phase,
             "active": wl.active,
             "evicted": cond.is_true(wl.conditions or [], "Evicted"),
@@ -207,8 +204,8 @@ def slice_history(job: Job | None, *, workloads: Iterable[Workload] | None = Non
             "flavors": flavors(wl),
             "replaces_key": target or "",
             "replaces_name": (target or "").split("/", 1)[-1],
-            "replaces_url": _workload_url(replaces) if replaces is not None else "",
-            "replaced_by": [{"name": r.name, "url": _workload_url(r)}
+            "replaces_url": workload_url(replaces) if replaces is not None else "",
+            "replaced_by": [{"name": r.name, "url": workload_url(r)}
                             for r in replaced_by.get(slices.key_of(wl), ())],
             "finished_reason": (finished or {}).get("reason", "") if finished and
             finished.get("status") == "True" else "",
@@ -224,7 +221,7 @@ def slice_history(job: Job | None, *, workloads: Iterable[Workload] | None = Non
             "from": running if running is not None else pod_count(current),
             "to": pod_count(pending),
             "name": pending.name,
-            "url": _workload_url(pending),
+            "url": workload_url(pending),
             "waiting": _quota_message(pending) or "waiting for the next admission cycle",
         }
     return {"slices": rows, "pending_scale_up": pending_scale_up,

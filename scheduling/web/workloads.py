@@ -45,10 +45,13 @@ from scheduling.choices import WorkloadPhase
 from scheduling.core.quantities import format_amount
 from scheduling.manifests import yamlio
 from scheduling.models import ClusterQueue, Event, LocalQueue, Workload
+from scheduling.queue import visibility
 from scheduling.web import slices
+from scheduling.web.conditions import condition_rows
 from scheduling.web.forms import WorkloadListFilter
 from scheduling.workload import actions
 from scheduling.workload import conditions as cond
+from scheduling.workload import slices as elastic
 
 PAGE_SIZE = 50
 EVENTS_PAGE_SIZE = 25
@@ -244,6 +247,76 @@ def _region_status(wl: Workload) -> dict[str, Any]:
         "reclaimable_pods": wl.reclaimable_pods or [],
         "admission_checks": wl.admission_check_states or [],
         "provisioning_requests": _provisioning_requests(wl),
+        "why_pending": waiting_in_queue(wl),
+        "slice_notice": _slice_notice(wl),
+    }
+
+
+def _slice_notice(wl: Workload) -> dict[str, Any] | None:
+    """For a slice of an elastic job that is not the one the job runs on: the slice that
+    replaced it (Kueue's ``kueue.x-k8s.io/workload-slice-replacement-for``) and the job's
+    current slice, or the scale-up slice still waiting to replace it."""
+    if wl.job is None:
+        return None
+    workloads = slices.job_workloads(wl.job)
+    current = elastic.current_slice(workloads)
+    key = elastic.key_of(wl)
+    successors = [w for w in workloads if w.pk != wl.pk and elastic.replacement_for(w) == key]
+    if wl.phase == WorkloadPhase.FINISHED and successors:
+        replaced_by = successors[-1]
+        return {"replaced_by": replaced_by, "replaced_by_url": slices.workload_url(replaced_by),
+                "current": current if current is not None and current.pk != replaced_by.pk
+                else None,
+                "current_url": slices.workload_url(current) if current is not None else ""}
+    if current is not None and current.pk == wl.pk:
+        waiting = elastic.pending_replacement(workloads, of=wl)
+        if waiting is not None:
+            return {"waiting": waiting, "waiting_url": slices.workload_url(waiting)}
+    return None
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, …, 11th, 12th, 13th, 21st."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def waiting_in_queue(wl: Workload) -> dict[str, Any] | None:
+    """For a pending workload: its place in both queues (1-based, for people), the reason
+    and message of its QuotaReserved=False condition as the scheduler wrote them (else
+    why it waits, as the visibility API says), and since when it waits: its queue-order
+    timestamp, the creation or the eviction that requeued it, as Kueue orders the queue."""
+    if wl.phase != WorkloadPhase.PENDING:
+        return None
+    lq = wl.local_queue
+    cq = lq.cluster_queue if lq is not None and lq.cluster_queue_id is not None else None
+    place = visibility.workload_place(wl)
+    reserved = cond.find(wl.conditions or [], "QuotaReserved") or {}
+    refused = reserved.get("status") == "False"
+    reason = str(reserved.get("reason") or "") if refused else ""
+    message = str(reserved.get("message") or "") if refused else ""
+    if place is not None and cq is not None:
+        parked = visibility.parked_shape_of(wl, visibility.parked_shapes(cq))
+        message = visibility.why_pending(wl, cq, place.position_in_cluster_queue, parked)
+        reason = reason or (parked.reason if parked is not None else "Pending")
+    elif not wl.active:
+        reason = reason or "Inactive"
+        message = message or "The workload is deactivated: it is out of its queue until activated"
+    return {
+        "place": place and {
+            "in_cq": place.position_in_cluster_queue + 1,
+            "in_lq": place.position_in_local_queue + 1,
+            "in_cq_text": ordinal(place.position_in_cluster_queue + 1),
+            "in_lq_text": ordinal(place.position_in_local_queue + 1),
+            "cq_length": place.cluster_queue_length,
+            "lq_length": place.local_queue_length,
+        },
+        "reason": reason or "Pending",
+        "message": message,
+        "waiting_since": wl.queued_at or wl.created_at,
+        "requeued": wl.queued_at is not None and wl.queued_at != wl.created_at,
+        "local_queue": lq,
+        "cluster_queue": cq,
     }
 
 
@@ -395,10 +468,13 @@ def _live_clusters(wl: Workload, dispatch: Mapping[str, Any] | None,
 
 def _region_job(wl: Workload) -> dict[str, Any]:
     if wl.job is None:
-        return {"job_yaml": "", "job_status": {}}
+        return {"job_yaml": "", "job_status": {}, "condition_rows": []}
     manifest = job_to_dict(wl.job)
     status = manifest.pop("status", {}) or {}
-    return {"job_yaml": yamlio.dump_documents([manifest]), "job_status": status}
+    # The conditions get a table of their own; the other fields are scalars or small maps.
+    rows = condition_rows(status.pop("conditions", None))
+    return {"job_yaml": yamlio.dump_documents([manifest]), "job_status": status,
+            "condition_rows": rows}
 
 
 def _region_controls(wl: Workload, request: HttpRequest, *, page: bool = False) -> dict[str, Any]:
@@ -414,14 +490,9 @@ def _region_controls(wl: Workload, request: HttpRequest, *, page: bool = False) 
     }
     if wl.job is not None and may_act:
         flash = slices.pop_scale_errors(request, wl.job) if page else None
-        context.update(slices.scale_control(wl.job, request.user, next_url=_detail_url(wl),
+        context.update(slices.scale_control(wl.job, request.user, next_url=slices.workload_url(wl),
                                             flash=flash))
     return context
-
-
-def _detail_url(wl: Workload) -> str:
-    return reverse("ui-workload", kwargs={"cluster": wl.cluster.name, "namespace": wl.namespace,
-                                          "name": wl.name})
 
 
 def _detail_context(

@@ -1,5 +1,6 @@
 // Confirmation before a control acts: every <form data-confirm="question"> opens the
 // page's <dialog id="confirm-dialog"> first and submits only on "Confirm" (#confirm-yes).
+// A form whose fields are invalid (HTML constraint validation) gets no dialog.
 // Delegated on the document, so forms swapped in by htmx are covered too. Without this
 // script (or <dialog> support) the forms fall back to the browser's confirm().
 (function () {
@@ -13,6 +14,15 @@
     if (!(form instanceof HTMLFormElement) || !form.dataset.confirm) return;
     if (form.dataset.confirmed === "yes") { delete form.dataset.confirmed; return; }
     event.preventDefault();
+    // A value the form's own constraints refuse never reaches the question: checkValidity
+    // fires "invalid" on each refused field, which the form's script shows beside it
+    // (static/js/scale.js); a form without one gets the browser's own message.
+    if (!form.checkValidity()) {
+      const first = form.querySelector(":invalid");
+      if (!first || !first.closest("[data-field-errors]")) form.reportValidity();
+      if (first && first.focus) first.focus();
+      return;
+    }
     if (!dialog || typeof dialog.showModal !== "function") {
       if (window.confirm(form.dataset.confirm)) { form.dataset.confirmed = "yes"; form.submit(); }
       return;

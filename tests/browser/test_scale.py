@@ -32,6 +32,10 @@ def job_url(job: Job) -> str:
     return f"/c/manager/namespaces/{job.namespace}/jobs/{job.kind}/{job.name}/"
 
 
+def workload_url(wl: Workload) -> str:
+    return f"/c/manager/namespaces/{wl.namespace}/workloads/{wl.name}/"
+
+
 def admitted(page: Any) -> str:
     return str(page.locator("#job-admitted").get_attribute("data-admitted-count"))
 
@@ -132,6 +136,9 @@ def test_a_refused_value_is_shown_next_to_the_control_and_stays_through_live_upd
     page.goto(job_url(elastic_job))
     wait_live(page)
 
+    # The page refuses -1 itself (see the test below); without its constraints, as from an
+    # older page, the server refuses it and says why beside the control.
+    page.evaluate("document.getElementById('scale-parallelism').removeAttribute('min')")
     scale(page, -1)
     errors = page.locator("#scale-errors")
     errors.wait_for()
@@ -175,6 +182,96 @@ def test_a_live_refresh_while_typing_keeps_the_caret_and_the_focus(
     page.click("#control-scale")
     page.wait_for_selector("#confirm-dialog[open]")
     assert "to 152?" in page.locator("#confirm-message").inner_text()
+
+
+# =========================================================================================
+# The slice a scale-up leads to
+# =========================================================================================
+
+
+def test_a_scale_up_from_a_workload_page_leads_to_the_new_slice_and_the_old_one_says_so(
+    browser_page: Callable[..., Any], elastic_job: Job, operator: Any, manager: Cluster,
+    settings: Any,
+) -> None:
+    first = Workload.objects.select_related("cluster").get(job=elastic_job)
+    page = browser_page(operator)
+    page.goto(workload_url(first))
+    wait_live(page)
+
+    scale(page, 5)
+    page.wait_for_selector("text=scaling up from 3 to 5")
+    second = Workload.objects.select_related("cluster").exclude(pk=first.pk).get(
+        job=elastic_job)
+    # Back on the page of the slice the job goes on with, not the one it replaces.
+    assert page.url.endswith(workload_url(second))
+    assert page.locator("#wl-status [data-phase]").first.get_attribute("data-phase") == \
+        "Pending"
+
+    # The old slice's page, left open, learns live that the new one replaced it.
+    old = browser_page(operator)
+    old.goto(workload_url(first))
+    assert old.locator("#wl-scale-up-waiting").get_attribute("data-waiting") == second.name
+    wait_live(old)
+    old.evaluate("window.__notReloaded = true")
+    run_elsewhere(settings, RECONCILE_ELSEWHERE.format(id=manager.pk))
+    old.wait_for_selector("#wl-replaced")
+    assert old.evaluate("window.__notReloaded") is True
+    assert old.locator("#wl-replaced").get_attribute("data-replaced-by") == second.name
+    old.click("#wl-replaced-link")
+    old.wait_for_url(f"**{workload_url(second)}")
+    assert old.locator("#wl-status [data-phase]").first.get_attribute("data-phase") == \
+        "Admitted"
+
+    # Opened later, the replaced slice still points on; a scale from it goes to the
+    # current slice too (a scale-down shrinks that one in place).
+    old.goto(workload_url(first))
+    assert old.locator("#wl-replaced-link").inner_text() == second.name
+    scale(old, 4)
+    old.wait_for_selector("text=scaled down from 5 to 4")
+    assert old.url.endswith(workload_url(second))
+
+
+# =========================================================================================
+# Validation before the confirmation
+# =========================================================================================
+
+
+def test_a_value_the_server_would_refuse_is_refused_beside_the_field_before_any_dialog(
+    browser_page: Callable[..., Any], elastic_job: Job, operator: Any,
+) -> None:
+    page = browser_page(operator)
+    page.goto(job_url(elastic_job))
+    wait_live(page)
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    field = page.locator("#scale-parallelism")
+    error = page.locator("#scale-parallelism-error")
+    assert error.is_hidden()
+
+    for typed, expected in (("-1", "greater than or equal to 0"),
+                            ("1.5", "whole number"),
+                            ("", "required"),
+                            ("3000000000", "less than or equal to 2147483647")):
+        field.fill(typed)
+        page.click("#control-scale")
+        assert expected in error.inner_text()
+        assert "spec.parallelism" in error.inner_text()
+        assert error.is_visible()
+        assert field.get_attribute("aria-invalid") == "true"
+        assert "scale-parallelism-error" in (field.get_attribute("aria-describedby") or "")
+        assert page.locator("#confirm-dialog[open]").count() == 0
+        assert page.evaluate("document.activeElement.id") == "scale-parallelism"
+    assert posts == []
+
+    # Corrected, the error goes and the confirmation opens.
+    field.fill("4")
+    assert error.is_hidden()
+    assert field.get_attribute("aria-invalid") is None
+    page.click("#control-scale")
+    page.wait_for_selector("#confirm-dialog[open]")
+    assert "to 4?" in page.locator("#confirm-message").inner_text()
+    page.click("#confirm-no")
+    assert posts == []
 
 
 # A Ray pod of 500m; the cluster's head and one group "workers" of one such pod.

@@ -94,3 +94,31 @@ def test_unknown_queue_is_404_and_bad_paging_names_the_field(queued, viewer_clie
 
 def test_anonymous_is_refused(queued, anon_client) -> None:
     assert anon_client.get("/api/v1/clusterqueues/cq/pendingworkloads").status_code in (401, 403)
+
+
+def test_one_workloads_place_is_counted_as_the_queue_walk_places_it(queued) -> None:
+    from scheduling.models import Workload
+    from scheduling.queue import visibility
+
+    # Two of one priority queued at the same instant: the UID decides, as in the walk.
+    low = Workload.objects.get(name="low")
+    Workload.objects.filter(name="low-2").update(queued_at=low.queued_at)
+    walked = {i["metadata"]["name"]: (i["positionInClusterQueue"], i["positionInLocalQueue"])
+              for i in visibility.pending_in_cluster_queue(queued)}
+    counted = {}
+    for wl in Workload.objects.filter(phase="Pending").select_related("local_queue"):
+        counted[wl.name] = visibility.workload_positions(wl)
+    assert counted == walked
+    place = visibility.workload_place(Workload.objects.get(name="low-2"))
+    assert place is not None
+    assert (place.cluster_queue_length, place.local_queue_length) == (4, 3)
+
+
+def test_a_workload_out_of_its_queue_has_no_place(queued) -> None:
+    from scheduling.models import Workload
+    from scheduling.queue import visibility
+
+    Workload.objects.filter(name="high").update(active=False)
+    assert visibility.workload_positions(Workload.objects.get(name="high")) is None
+    assert visibility.workload_positions(Workload.objects.get(name="running")) is None
+    assert visibility.workload_positions(Workload.objects.get(name="other-ns")) == (0, 0)

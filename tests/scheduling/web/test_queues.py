@@ -252,3 +252,13 @@ def test_inactive_queue_is_marked(busy, ui) -> None:
     ClusterQueue.objects.filter(name="team-b").update(stop_policy="Hold")
     html = ui.get("/").content.decode()
     assert 'data-inactive="Stopped"' in html
+
+
+def test_pending_tables_show_positions_from_one_and_keep_the_apis_in_data(busy, ui) -> None:
+    url = reverse("ui-clusterqueue", kwargs={"cluster": "manager", "name": "team-a"})
+    html = ui.get(url).content.decode()
+    row = re.search(r'<tr data-workload="ns/waits-1".*?</tr>', html, re.S)
+    assert row is not None
+    assert 'data-position="0" data-position-lq="0"' in row.group(0)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0), re.S)
+    assert cells[:2] == ["1", "1"]
