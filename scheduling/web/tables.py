@@ -22,7 +22,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Count, Expression, F, QuerySet
+from django.db.models import Count, Expression, F, Q, QuerySet
 from django.http import (
     Http404,
     HttpRequest,
@@ -45,9 +45,6 @@ from scheduling.models import SavedView
 EXPORT_LIMIT = 10_000
 # The most rows one bulk request acts on.
 BULK_LIMIT = 500
-# The most groups a grouped view heads (a group-by over a column with more distinct values
-# than this is not a grouping anyone reads).
-GROUP_LIMIT = 200
 EXPORT_FORMATS = ("csv", "json")
 # The most saved views a user keeps of one page.
 MAX_SAVED_VIEWS = 100
@@ -160,14 +157,21 @@ def grouped(queryset: QuerySet[Any], grouping: Grouping) -> QuerySet[Any]:
     return annotated
 
 
-def group_counts(queryset: QuerySet[Any], grouping: Grouping) -> dict[Any, int]:
-    """Each group's count over the whole filtered set, counted by the database."""
+def group_counts(
+    queryset: QuerySet[Any], grouping: Grouping, values: Iterable[Any]
+) -> dict[Any, int]:
+    """The count of each group of ``values`` (the groups on the page) over the whole
+    filtered set, counted by the database in one query."""
+    wanted = set(values)
+    present = Q(group_value__in=[v for v in wanted if v is not None])
+    if None in wanted:
+        present |= Q(group_value__isnull=True)
     counts = (
         grouped(queryset, grouping)
+        .filter(present)
         .order_by()
         .values("group_value")
         .annotate(count=Count("id"))
-        .order_by("group_value")[:GROUP_LIMIT]
     )
     return {row["group_value"]: row["count"] for row in counts}
 
@@ -434,7 +438,8 @@ def list_context(
     )
     rows = load_rows(ids[:PAGE_SIZE], state)
     if state.grouping is not None:
-        mark_groups(rows, group_counts(filters.qs, state.grouping))
+        values = [row["group_value"] for row in rows]
+        mark_groups(rows, group_counts(filters.qs, state.grouping, values))
     total = filters.qs.order_by()[: COUNT_LIMIT + 1].count()
     params = request.GET.copy()
     params.pop("page", None)

@@ -174,8 +174,13 @@ def test_group_counts_cover_the_whole_filtered_set_not_the_page(
     assert 'data-group="ns-b"' in second
 
 
-def test_group_by_cluster_queue_and_state(viewer_ui: Client, mixed: dict[str, Workload]) -> None:
+def test_group_by_cluster_queue_and_state(
+    viewer_ui: Client, mixed: dict[str, Workload], make_workload: Callable[..., Workload]
+) -> None:
+    make_workload("orphan", "lq-missing", {"cpu": "1"}, namespace="team-a")  # no cluster queue
     body = viewer_ui.get(reverse("ui-workloads") + "?group=cluster_queue").content.decode()
+    assert re.search(r'data-group-toggle="—">Cluster queue: — <span class="group-count">'
+                     r"\(1\)", body)
     assert re.search(
         r'data-group-toggle="cq-a">Cluster queue: cq-a <span class="group-count">'
         r"\(3\)",
@@ -183,7 +188,7 @@ def test_group_by_cluster_queue_and_state(viewer_ui: Client, mixed: dict[str, Wo
     )
     assert re.search(r'data-group-toggle="cq-b">.*\(1\)', body)
     body = viewer_ui.get(reverse("ui-workloads") + "?group=state").content.decode()
-    assert re.search(r'data-group-toggle="Pending">.*\(3\)', body)
+    assert re.search(r'data-group-toggle="Pending">.*\(4\)', body)
 
 
 def test_the_column_chooser_shows_the_columns_named(
