@@ -138,14 +138,23 @@ def view_state(table: Table, params: QueryDict) -> ViewState:
 
 
 def canonical_redirect(request: HttpRequest) -> HttpResponseRedirect | None:
-    """The column chooser's checkboxes send ``cols`` once per column; the view's URL names
-    them once, comma-separated (``cols=name,namespace``), so that it reads and shares well."""
-    values = request.GET.getlist("cols")
-    if len(values) < 2:
+    """The view's URL as it is shared: the filter form sends every field, most of them
+    empty, and the column chooser's checkboxes send ``cols`` once per column; the URL keeps
+    only the fields given and names the columns once, comma-separated
+    (``?state=Pending&cols=name,namespace``)."""
+    columns = request.GET.getlist("cols")
+    empty = any(not value for _, values in request.GET.lists() for value in values)
+    if len(columns) < 2 and not empty:
         return None
-    params = request.GET.copy()
-    params.setlist("cols", [",".join(v for v in values if v)])
-    return HttpResponseRedirect(f"{request.path}?{params.urlencode(safe=',')}")
+    params = QueryDict(mutable=True)
+    for key, values in request.GET.lists():
+        kept = [value for value in values if value]
+        if key == "cols" and kept:
+            kept = [",".join(kept)]
+        if kept:
+            params.setlist(key, kept)
+    query = params.urlencode(safe=",")
+    return HttpResponseRedirect(f"{request.path}?{query}" if query else request.path)
 
 
 def grouped(queryset: QuerySet[Any], grouping: Grouping) -> QuerySet[Any]:

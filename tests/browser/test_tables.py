@@ -22,8 +22,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.production, pytest.mark.slow]
 
 
 @pytest.fixture
-def waiting(make_queue: Callable[..., ClusterQueue],
-            make_workload: Callable[..., Workload]) -> list[Workload]:
+def waiting(
+    make_queue: Callable[..., ClusterQueue], make_workload: Callable[..., Workload]
+) -> list[Workload]:
     """Workloads too big for their queues: they wait (pending) whatever the reconcilers do."""
     make_queue("cq-a", {"cpu": "1"}, namespace="team-a")
     make_queue("cq-b", {"cpu": "1"}, namespace="team-b")
@@ -37,16 +38,24 @@ def waiting(make_queue: Callable[..., ClusterQueue],
 
 def shown(page: Any, attribute: str = "data-workload") -> list[str]:
     return page.eval_on_selector_all(
-        f"tbody tr[{attribute}]:not([hidden])", f"rows => rows.map(r => r.getAttribute('{attribute}'))")
+        f"tbody tr[{attribute}]:not([hidden])",
+        f"rows => rows.map(r => r.getAttribute('{attribute}'))",
+    )
 
 
 def test_filter_group_choose_columns_save_a_view_and_go_back(
-    browser_page: Callable[..., Any], waiting: list[Workload], viewer: Any,
+    browser_page: Callable[..., Any],
+    waiting: list[Workload],
+    viewer: Any,
 ) -> None:
     page = browser_page(viewer)
     page.goto("/workloads/")
-    assert sorted(shown(page)) == ["team-a/train-1", "team-a/train-2", "team-a/train-3",
-                                   "team-b/infer-1"]
+    assert sorted(shown(page)) == [
+        "team-a/train-1",
+        "team-a/train-2",
+        "team-a/train-3",
+        "team-b/infer-1",
+    ]
     # Readers get no bulk controls.
     assert page.locator("#bulk-form").count() == 0
     assert page.locator("input.bulk-select").count() == 0
@@ -105,7 +114,9 @@ def test_filter_group_choose_columns_save_a_view_and_go_back(
 
 
 def test_bulk_deactivate_with_confirmation_and_export(
-    browser_page: Callable[..., Any], waiting: list[Workload], operator: Any,
+    browser_page: Callable[..., Any],
+    waiting: list[Workload],
+    operator: Any,
 ) -> None:
     page = browser_page(operator)  # granted team-a only
     page.goto("/workloads/?sort=name")
@@ -125,7 +136,9 @@ def test_bulk_deactivate_with_confirmation_and_export(
     assert "team-b/infer-1: refused: metadata.namespace: you may not act in namespace" in text
     assert "train-2" not in text
     assert sorted(Workload.objects.filter(active=False).values_list("name", flat=True)) == [
-        "train-1", "train-3"]
+        "train-1",
+        "train-3",
+    ]
     assert "sort=name" in page.url  # back on the same view
 
     # The export link carries the view; its CSV holds the visible columns of every row.
@@ -141,7 +154,9 @@ def test_bulk_deactivate_with_confirmation_and_export(
 
 
 def test_job_list_from_the_nav_filter_group_and_bulk_delete(
-    browser_page: Callable[..., Any], make_queue: Callable[..., ClusterQueue], manager: Cluster,
+    browser_page: Callable[..., Any],
+    make_queue: Callable[..., ClusterQueue],
+    manager: Cluster,
     admin_user: Any,
 ) -> None:
     make_queue("cq", {"cpu": "1"}, namespace="team-a")

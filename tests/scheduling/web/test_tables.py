@@ -179,8 +179,11 @@ def test_group_by_cluster_queue_and_state(
 ) -> None:
     make_workload("orphan", "lq-missing", {"cpu": "1"}, namespace="team-a")  # no cluster queue
     body = viewer_ui.get(reverse("ui-workloads") + "?group=cluster_queue").content.decode()
-    assert re.search(r'data-group-toggle="—">Cluster queue: — <span class="group-count">'
-                     r"\(1\)", body)
+    assert re.search(
+        r'data-group-toggle="—">Cluster queue: — <span class="group-count">'
+        r"\(1\)",
+        body,
+    )
     assert re.search(
         r'data-group-toggle="cq-a">Cluster queue: cq-a <span class="group-count">'
         r"\(3\)",
@@ -206,9 +209,13 @@ def test_the_column_chooser_shows_the_columns_named(
 def test_the_chooser_checkboxes_lead_to_one_comma_separated_parameter(
     viewer_ui: Client, mixed: dict[str, Workload]
 ) -> None:
-    response = viewer_ui.get(reverse("ui-workloads") + "?cols=name&cols=state&state=Pending")
+    response = viewer_ui.get(
+        reverse("ui-workloads") + "?q=&cols=name&cols=state&state=Pending&group=&namespace="
+    )
     assert response.status_code == 302
     assert response["Location"] == "/workloads/?cols=name,state&state=Pending"
+    assert viewer_ui.get(response["Location"]).status_code == 200
+    assert viewer_ui.get(reverse("ui-workloads") + "?q=&group=")["Location"] == "/workloads/"
 
 
 def test_positions_and_reasons_of_pending_rows(
