@@ -124,6 +124,16 @@ def test_bulk_deactivate_with_confirmation_and_export(
     assert page.inner_text("#bulk-count") == "4"
     page.uncheck('input.bulk-select[aria-label="Select team-a/train-2"]')
     assert page.inner_text("#bulk-count") == "3"
+    # A live refresh swaps the table in again (replaced or morphed): the selection stays.
+    page.evaluate(
+        """() => new Promise(resolve => {
+            document.body.addEventListener("htmx:afterSettle", () => resolve(), {once: true});
+            htmx.trigger(document.getElementById("wl-table"), "live-refresh");
+        })"""
+    )
+    assert page.inner_text("#bulk-count") == "3"
+    assert not page.is_checked('input.bulk-select[aria-label="Select team-a/train-2"]')
+    assert page.is_checked('input.bulk-select[aria-label="Select team-a/train-1"]')
     page.select_option("#bulk-action", "deactivate")
     page.click("#bulk-apply")
     assert "Deactivate: 3 selected workloads?" in page.inner_text("#confirm-message")
