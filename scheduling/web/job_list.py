@@ -161,13 +161,7 @@ def _act(request: HttpRequest, pk: int, action: str) -> Callable[[], str]:
         if job is None:
             raise services.ConflictError("not found: deleted meanwhile")
         if not can_operate_in(request.user, job.namespace):
-            raise services.invalid(
-                [
-                    FieldError(
-                        "metadata.namespace", f"you may not act in namespace {job.namespace!r}"
-                    )
-                ]
-            )
+            raise tables.namespace_refusal(job.namespace)
         if action == "delete":
             services.delete_job(job)
             return "deleted"

@@ -40,6 +40,7 @@ from kueueweb.roles import Role, role_of
 from multicluster.models import Cluster
 from scheduling import services
 from scheduling.models import SavedView
+from scheduling.validation import FieldError
 
 # The most rows an export writes; past it the export says it was cut.
 EXPORT_LIMIT = 10_000
@@ -367,6 +368,13 @@ def refusal_text(exc: Exception) -> str:
     if isinstance(exc, (ValidationError, services.ConflictError)):
         return services.refusal_text(exc)
     return str(exc) or exc.__class__.__name__
+
+
+def namespace_refusal(namespace: str) -> ValidationError:
+    """A row in a namespace the operator is not granted: refused like the service would."""
+    return services.invalid(
+        [FieldError("metadata.namespace", f"you may not act in namespace {namespace!r}")]
+    )
 
 
 def run_each(items: Iterable[tuple[str, Callable[[], str]]]) -> list[BulkResult]:

@@ -223,7 +223,7 @@ def _act(request: HttpRequest, pk: int, action: str) -> Callable[[], str]:
         if wl is None:
             raise services.ConflictError("not found: deleted meanwhile")
         if not can_operate_in(request.user, wl.namespace):
-            raise services.invalid([_namespace_refusal(wl.namespace)])
+            raise tables.namespace_refusal(wl.namespace)
         if action in (actions.DEACTIVATE, actions.ACTIVATE):
             refused = actions.refusal(wl, action)
             if refused is not None:
@@ -243,10 +243,6 @@ def _act(request: HttpRequest, pk: int, action: str) -> Callable[[], str]:
         return f"deleted with its {job.kind} {job.name}"
 
     return act
-
-
-def _namespace_refusal(namespace: str) -> FieldError:
-    return FieldError("metadata.namespace", f"you may not act in namespace {namespace!r}")
 
 
 def _labels(ids: list[int]) -> dict[int, str]:
