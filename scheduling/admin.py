@@ -41,6 +41,7 @@ from scheduling.models import (
     PriorityClass,
     ResourceFlavor,
     RuntimeClass,
+    SavedView,
     Workload,
     WorkloadPriorityClass,
 )
@@ -806,3 +807,16 @@ class EventAdmin(ReadOnlyAdminMixin, RoleAdminMixin, ModelAdmin):
     @admin.display(description="message")
     def short_message(self, obj: Event) -> str:
         return obj.message if len(obj.message) <= 100 else obj.message[:99] + "…"
+
+
+@admin.register(SavedView)
+class SavedViewAdmin(RoleAdminMixin, ModelAdmin):
+    """Users' saved list views (their own, from the list pages); kept here to remove a
+    departed user's or to look into one."""
+
+    list_display = ["name", "page", "user", "created_at"]
+    list_filter = ["page"]
+    search_fields = ["name", "user__username"]
+    list_select_related = ["user"]
+    fields = ["user", "page", "name", "query", "created_at"]
+    readonly_fields = ["created_at"]

@@ -14,6 +14,8 @@ and scans.
 
 from __future__ import annotations
 
+import operator
+from functools import reduce
 from typing import Any
 
 import django_filters
@@ -61,7 +63,9 @@ def _id_in(column: str, ids: QuerySet[Any, Any]) -> Q:
     return Q(**{f"{column}__in": ids})
 
 
-def in_cluster_queue(queryset: QuerySet[Workload], name: str) -> QuerySet[Workload]:
+def in_cluster_queue(
+    queryset: QuerySet[Workload], name: str, *, lookup: str = "exact"
+) -> QuerySet[Workload]:
     """Workloads holding quota in cluster queue ``name``, or waiting for it through their
     LocalQueue.
 
@@ -69,9 +73,12 @@ def in_cluster_queue(queryset: QuerySet[Workload], name: str) -> QuerySet[Worklo
     on their indexed foreign keys: joining both queue tables to every workload row cost a
     scan of the whole table on every page. PostgreSQL does not turn ``IN (subquery)`` under
     an OR into an index lookup, but it does for ``= ANY(ARRAY(subquery))``; SQLite does for
-    both. So this stays one query."""
-    queues = ClusterQueue.objects.filter(name=name).values("id")
-    local_queues = LocalQueue.objects.filter(cluster_queue__name=name).values("id")
+    both. So this stays one query.
+
+    ``lookup`` compares the name otherwise (the UI's list matches ``icontains``)."""
+    queues = ClusterQueue.objects.filter(**{f"name__{lookup}": name}).values("id")
+    local_queues = LocalQueue.objects.filter(
+        **{f"cluster_queue__name__{lookup}": name}).values("id")
     return queryset.filter(
         _id_in("cluster_queue_id", queues)
         | (Q(cluster_queue__isnull=True) & _id_in("local_queue_id", local_queues))
@@ -98,6 +105,20 @@ class WorkloadFilterSet(django_filters.FilterSet):  # type: ignore[misc]  # unty
         if value == INACTIVE:
             return queryset.filter(active=False)
         return queryset.filter(phase=value)
+
+    def filter_states(
+        self, queryset: QuerySet[Workload], name: str, value: list[str]
+    ) -> QuerySet[Workload]:
+        """Any of several states (the UI's multi-select): the union of ``filter_state``'s."""
+        if not value:
+            return queryset
+        phases = [v for v in value if v not in (EVICTED, INACTIVE)]
+        matches = [Q(phase__in=phases)] if phases else []
+        if EVICTED in value:
+            matches.append(evicted_condition())
+        if INACTIVE in value:
+            matches.append(Q(active=False))
+        return queryset.filter(reduce(operator.or_, matches))
 
     def filter_search(
         self, queryset: QuerySet[Workload], name: str, value: str

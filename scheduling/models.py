@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import MD5, Cast, Concat, Greatest, Left, StrIndex
@@ -664,3 +665,28 @@ class QueueUsageSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_queue} @ {self.sampled_at:%Y-%m-%d %H:%M:%S}"
+
+
+class SavedView(models.Model):
+    """A user's named view of a list page: the query string of its filters, grouping,
+    columns and sort order. Each user sees only their own."""
+
+    class Page(models.TextChoices):
+        WORKLOADS = "workloads", "Workloads"
+        JOBS = "jobs", "Jobs"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="saved_views")
+    page = models.CharField(max_length=16, choices=Page.choices)
+    name = models.CharField(max_length=100)
+    query = models.TextField(blank=True, max_length=4000)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["page", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "page", "name"], name="savedview_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.page}: {self.name}"

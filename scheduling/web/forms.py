@@ -6,15 +6,18 @@ here they are named as the form names them.
 
 from __future__ import annotations
 
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 import django_filters
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
+from django.utils import timezone
 
-from scheduling.filters import STATE_CHOICES, WorkloadFilterSet
-from scheduling.models import Workload
+from scheduling.choices import WorkloadPhase
+from scheduling.filters import STATE_CHOICES, WorkloadFilterSet, in_cluster_queue
+from scheduling.models import Job, Workload
 
 # Sort keys of the list, as the column headers name them, and the fields they order by.
 SORT_FIELDS = {
@@ -26,33 +29,46 @@ SORT_FIELDS = {
     "created": "created_at",
 }
 DEFAULT_SORT = "-created"
+# The job list sorts by its own columns and by those of each job's current workload
+# (annotated by ``scheduling.web.job_list``).
+JOB_SORT_FIELDS = {
+    "name": "name",
+    "namespace": "namespace",
+    "kind": "kind",
+    "queue": "wl_queue",
+    "priority": "wl_priority",
+    "state": "wl_phase",
+    "created": "created_at",
+}
 
 
-def sort_choices() -> list[tuple[str, str]]:
+def sort_choices(fields: dict[str, str] = SORT_FIELDS) -> list[tuple[str, str]]:
     choices = []
-    for key in SORT_FIELDS:
+    for key in fields:
         choices.append((key, f"{key} ascending"))
         choices.append((f"-{key}", f"{key} descending"))
     return choices
 
 
-class WorkloadListFilter(WorkloadFilterSet):
-    """The filters and the sort order of the workload list (all optional, all GET)."""
+def _day_start(value: date) -> datetime:
+    return datetime.combine(value, time.min, tzinfo=timezone.get_current_timezone())
 
-    namespace = django_filters.CharFilter(field_name="namespace", label="Namespace")
-    queue = django_filters.CharFilter(field_name="queue_name", label="Local queue")
-    cluster_queue = django_filters.CharFilter(method="filter_cluster_queue", label="Cluster queue")
-    state = django_filters.ChoiceFilter(
-        choices=STATE_CHOICES, method="filter_state", label="State", empty_label="Any")
-    priority_min = django_filters.NumberFilter(
-        field_name="priority", lookup_expr="gte", label="Priority ≥")
-    priority_max = django_filters.NumberFilter(
-        field_name="priority", lookup_expr="lte", label="Priority ≤")
-    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
-    sort = django_filters.ChoiceFilter(
-        choices=sort_choices(), method="filter_sort", label="Sort", empty_label="Newest first")
 
-    def filter_sort(self, queryset: QuerySet[Workload], name: str, value: str) -> QuerySet[Workload]:
+class _ListFilter(django_filters.FilterSet):  # type: ignore[misc]  # untyped
+    """What both lists' filter forms share: the creation day range and the sort order."""
+
+    sort_fields: dict[str, str] = SORT_FIELDS
+    created_from = django_filters.DateFilter(method="filter_created_from", label="Created from")
+    created_to = django_filters.DateFilter(method="filter_created_to", label="Created to")
+
+    def filter_created_from(self, queryset: QuerySet[Any], name: str, value: date) -> QuerySet[Any]:
+        return queryset.filter(created_at__gte=_day_start(value))
+
+    def filter_created_to(self, queryset: QuerySet[Any], name: str, value: date) -> QuerySet[Any]:
+        # The whole day named: an index range up to the next midnight, not ``__date``.
+        return queryset.filter(created_at__lt=_day_start(value + timedelta(days=1)))
+
+    def filter_sort(self, queryset: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
         return queryset  # applied by ``ordering`` after filtering
 
     def ordering(self) -> tuple[str, list[str]]:
@@ -61,9 +77,66 @@ class WorkloadListFilter(WorkloadFilterSet):
         if self.is_bound and self.form.is_valid():
             key = self.form.cleaned_data.get("sort") or DEFAULT_SORT
         descending = key.startswith("-")
-        field = SORT_FIELDS[key.lstrip("-")]
+        field = self.sort_fields[key.lstrip("-")]
         prefix = "-" if descending else ""
         return key, [f"{prefix}{field}", f"{prefix}id"]
+
+
+class WorkloadListFilter(_ListFilter, WorkloadFilterSet):
+    """The filters and the sort order of the workload list (all optional, all GET): one per
+    column. Text matches a part of the value, any case."""
+
+    namespace = django_filters.CharFilter(
+        field_name="namespace", lookup_expr="icontains", label="Namespace")
+    queue = django_filters.CharFilter(
+        field_name="queue_name", lookup_expr="icontains", label="Local queue")
+    cluster_queue = django_filters.CharFilter(method="filter_cluster_queue", label="Cluster queue")
+    state = django_filters.MultipleChoiceFilter(
+        choices=STATE_CHOICES, method="filter_states", label="State")
+    priority_min = django_filters.NumberFilter(
+        field_name="priority", lookup_expr="gte", label="Priority ≥")
+    priority_max = django_filters.NumberFilter(
+        field_name="priority", lookup_expr="lte", label="Priority ≤")
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
+    cluster = django_filters.CharFilter(
+        field_name="cluster__name", lookup_expr="icontains", label="Cluster")
+    sort = django_filters.ChoiceFilter(
+        choices=sort_choices(), method="filter_sort", label="Sort", empty_label="Newest first")
+
+    def filter_cluster_queue(
+        self, queryset: QuerySet[Workload], name: str, value: str
+    ) -> QuerySet[Workload]:
+        return in_cluster_queue(queryset, value, lookup="icontains")
+
+
+class JobListFilter(_ListFilter):
+    """The filters and the sort order of the job list; queue, cluster queue, priority and
+    state are those of each job's current workload (``scheduling.web.job_list``)."""
+
+    sort_fields = JOB_SORT_FIELDS
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
+    namespace = django_filters.CharFilter(
+        field_name="namespace", lookup_expr="icontains", label="Namespace")
+    kind = django_filters.CharFilter(field_name="kind", lookup_expr="icontains", label="Kind")
+    queue = django_filters.CharFilter(
+        field_name="wl_queue", lookup_expr="icontains", label="Local queue")
+    cluster_queue = django_filters.CharFilter(
+        field_name="wl_cluster_queue", lookup_expr="icontains", label="Cluster queue")
+    state = django_filters.MultipleChoiceFilter(
+        choices=WorkloadPhase.choices, field_name="wl_phase", label="State")
+    priority_min = django_filters.NumberFilter(
+        field_name="wl_priority", lookup_expr="gte", label="Priority ≥")
+    priority_max = django_filters.NumberFilter(
+        field_name="wl_priority", lookup_expr="lte", label="Priority ≤")
+    cluster = django_filters.CharFilter(
+        field_name="cluster__name", lookup_expr="icontains", label="Cluster")
+    sort = django_filters.ChoiceFilter(
+        choices=sort_choices(JOB_SORT_FIELDS), method="filter_sort", label="Sort",
+        empty_label="Newest first")
+
+    class Meta:
+        model = Job
+        fields: list[str] = []
 
 
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:

@@ -2,7 +2,16 @@
 
 from django.urls import path
 
-from scheduling.web import job_detail, jobs, objects, pod_logs, workloads
+from scheduling.web import (
+    job_detail,
+    job_list,
+    jobs,
+    objects,
+    pod_logs,
+    saved_views,
+    workload_list,
+    workloads,
+)
 
 _WORKLOAD = "c/<str:cluster>/namespaces/<str:namespace>/workloads/<str:name>/"
 _JOBS = "c/<str:cluster>/namespaces/<str:namespace>/jobs/"
@@ -10,8 +19,16 @@ _JOBS = "c/<str:cluster>/namespaces/<str:namespace>/jobs/"
 _JOB = _JOBS + "<str:kind>/<str:name>/"
 
 urlpatterns = [
-    path("workloads/", workloads.workload_list, name="ui-workloads"),
-    path("workloads/partial/", workloads.workload_list_partial, name="ui-workloads-partial"),
+    path("workloads/", workload_list.workload_list, name="ui-workloads"),
+    path("workloads/partial/", workload_list.workload_list_partial, name="ui-workloads-partial"),
+    path("workloads/export.<str:fmt>", workload_list.workload_export, name="ui-workloads-export"),
+    path("workloads/bulk/", workload_list.workload_bulk, name="ui-workloads-bulk"),
+    path("jobs/", job_list.job_list, name="ui-jobs"),
+    path("jobs/partial/", job_list.job_list_partial, name="ui-jobs-partial"),
+    path("jobs/export.<str:fmt>", job_list.job_export, name="ui-jobs-export"),
+    path("jobs/bulk/", job_list.job_bulk, name="ui-jobs-bulk"),
+    path("views/", saved_views.saved_view_save, name="ui-saved-view-save"),
+    path("views/<int:pk>/delete/", saved_views.saved_view_delete, name="ui-saved-view-delete"),
     path(_WORKLOAD, workloads.workload_detail, name="ui-workload"),
     path(_WORKLOAD + "partial/<str:region>/", workloads.workload_region,
          name="ui-workload-partial"),

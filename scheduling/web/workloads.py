@@ -1,5 +1,5 @@
-"""The workload pages: the list (filters, sorting, pages) and a workload's detail with its
-controls (deactivate, activate, evict, delete the job).
+"""A workload's page: its detail with its controls (deactivate, activate, evict, delete the
+job); the list is ``scheduling.web.workload_list``.
 
 Every region that updates live is one template include rendered both in the page and by its
 partial URL (htmx ``live-refresh``). Controls are POST forms; each checks the user's role and
@@ -18,15 +18,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import F, QuerySet
-from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from kueueweb.pagination import page_number as pager_page_number
 from kueueweb.roles import Role, can_operate_in, role_of
 from multicluster.choices import MULTIKUEUE_CONTROLLER_NAME, ClusterRole, Dispatcher
 from multicluster.models import (
@@ -44,23 +42,18 @@ from scheduling.cache import snapshots
 from scheduling.choices import WorkloadPhase
 from scheduling.core.quantities import format_amount
 from scheduling.manifests import yamlio
-from scheduling.models import ClusterQueue, Event, LocalQueue, Workload
+from scheduling.models import Event, Workload
 from scheduling.queue import visibility
 from scheduling.web import slices
 from scheduling.web.conditions import condition_rows
-from scheduling.web.forms import WorkloadListFilter
 from scheduling.workload import actions
 from scheduling.workload import conditions as cond
 from scheduling.workload import slices as elastic
 
-PAGE_SIZE = 50
 EVENTS_PAGE_SIZE = 25
-# The list shows an exact total up to this many matches, then "more than …": an exact
-# COUNT over tens of thousands of rows on every refresh is the slowest part of the page.
-COUNT_LIMIT = 10_000
 DETAIL_REGIONS = ("status", "controls", "dispatch", "events", "pods", "slices", "job")
 
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]
 
 
 def reader_required(view: View) -> View:
@@ -68,104 +61,12 @@ def reader_required(view: View) -> View:
 
     @login_required
     @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if role_of(request.user) == Role.NONE:
             raise PermissionDenied("You have no role in kueueweb; ask an administrator.")
         return view(request, *args, **kwargs)
 
     return wrapped
-
-
-# =========================================================================================
-# The list
-# =========================================================================================
-
-LIST_FIELDS = (
-    "id", "name", "namespace", "queue_name", "priority", "priority_class_name", "phase",
-    "active", "created_at", "cluster_name",
-)
-
-
-def _list_context(request: HttpRequest) -> dict[str, Any]:
-    filters = WorkloadListFilter(request.GET or None, queryset=Workload.objects.all())
-    queryset: QuerySet[Workload] = filters.qs
-    sort, order_by = filters.ordering()
-    page_number = pager_page_number(request.GET.get("page", "1"), PAGE_SIZE)
-    start = (page_number - 1) * PAGE_SIZE
-    # The page's ids first (one more than a page tells whether a next page exists): walking
-    # to a late page then reads an index, not every skipped row with its joins. Then the
-    # rows, with the cluster queue from the admission or, while pending, through the
-    # LocalQueue.
-    ids = list(queryset.order_by(*order_by).values_list("id", flat=True)
-               [start:start + PAGE_SIZE + 1])
-    found = {
-        row["id"]: row
-        for row in Workload.objects.filter(id__in=ids).values(
-            *LIST_FIELDS, cluster_label=F("cluster__name"), job_source=F("job__source"),
-            cq_name=Coalesce(F("cluster_queue__name"), F("local_queue__cluster_queue__name")))
-    }
-    rows = [found[pk] for pk in ids if pk in found]
-    has_next = len(rows) > PAGE_SIZE
-    rows = rows[:PAGE_SIZE]
-    # A bounded count: exact up to COUNT_LIMIT.
-    total = queryset.order_by()[:COUNT_LIMIT + 1].count()
-    params = request.GET.copy()
-    params.pop("page", None)
-    sort_params = request.GET.copy()
-    sort_params.pop("page", None)
-    sort_params.pop("sort", None)
-    return {
-        "filters": filters,
-        "rows": rows,
-        "page": page_number,
-        "has_next": has_next,
-        "has_previous": page_number > 1,
-        "first_index": start + 1 if rows else 0,
-        "last_index": start + len(rows),
-        "total": min(total, COUNT_LIMIT),
-        "total_capped": total > COUNT_LIMIT,
-        "sort": sort,
-        "query": params.urlencode(),
-        "sort_query": sort_params.urlencode(),
-        "full_query": request.GET.urlencode(),
-        "columns": _columns(sort, sort_params.urlencode()),
-    }
-
-
-def _columns(sort: str, base_query: str) -> list[dict[str, str]]:
-    """The sortable column headers: a link that sorts by the column (reversing the order when
-    it is the current one) and the ``aria-sort`` state."""
-    columns = []
-    for key, label in (("name", "Name"), ("namespace", "Namespace"), ("queue", "Queue"),
-                       ("priority", "Priority"), ("state", "State"), ("created", "Created")):
-        current = sort.lstrip("-") == key
-        descending = sort.startswith("-")
-        next_sort = (key if descending else f"-{key}") if current else key
-        query = f"{base_query}&sort={next_sort}" if base_query else f"sort={next_sort}"
-        columns.append({
-            "key": key, "label": label, "href": f"?{query}",
-            "aria_sort": ("descending" if descending else "ascending") if current else "none",
-        })
-    return columns
-
-
-@require_GET
-@reader_required
-def workload_list(request: HttpRequest) -> HttpResponse:
-    context = _list_context(request)
-    context.update(
-        live_clusters=" ".join(str(pk) for pk in Cluster.objects.values_list("pk", flat=True)),
-        namespace_options=sorted(set(LocalQueue.objects.values_list("namespace", flat=True))),
-        queue_options=sorted(set(LocalQueue.objects.values_list("name", flat=True))),
-        cluster_queue_options=sorted(set(ClusterQueue.objects.values_list("name", flat=True))),
-    )
-    return render(request, "scheduling/workload_list.html", context)
-
-
-@require_GET
-@reader_required
-def workload_list_partial(request: HttpRequest) -> HttpResponse:
-    return render(request, "scheduling/_workload_table.html", _list_context(request))
 
 
 # =========================================================================================
