@@ -5,6 +5,7 @@ Only signed-in users with a role connect (anonymous sockets are closed before ac
 message, ``{"subscribe": [cluster ids]}``, and the socket joins those domains' groups. Each
 ``domain.changed`` notification is forwarded as ``{"type": "changed", "cluster": id}``, at most
 once per ``COALESCE_SECONDS`` per domain: a burst of thousands of changes becomes one refresh.
+A notification still due when the page closes is dropped quietly.
 
 Every inbound message is validated before anything is done with it: text (not binary), at
 most ``MAX_MESSAGE_BYTES``, a JSON object, no field but ``subscribe``, a list of at most
@@ -62,10 +63,16 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         self.groups_joined: set[str] = set()
         self.last_sent: dict[int, float] = {}
-        self.scheduled: set[int] = set()
+        self.scheduled: dict[int, asyncio.TimerHandle] = {}
+        self.closed = False
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
+        # The page went away, maybe with a coalesced notification still due: nothing may be
+        # sent on the closed socket after this.
+        self.closed = True
+        for timer in getattr(self, "scheduled", {}).values():
+            timer.cancel()
         for group in getattr(self, "groups_joined", set()):
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -105,20 +112,26 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     async def domain_changed(self, event: dict[str, Any]) -> None:
         cluster_id = int(event["cluster"])
-        if cluster_id in self.scheduled:
+        if cluster_id in self.scheduled or self.closed:
             return
         wait = self.last_sent.get(cluster_id, 0.0) + COALESCE_SECONDS - time.monotonic()
         if wait > 0:
-            self.scheduled.add(cluster_id)
-            asyncio.get_running_loop().call_later(
+            self.scheduled[cluster_id] = asyncio.get_running_loop().call_later(
                 wait, lambda: asyncio.ensure_future(self._flush(cluster_id)))
             return
         await self._flush(cluster_id)
 
     async def _flush(self, cluster_id: int) -> None:
-        self.scheduled.discard(cluster_id)
+        self.scheduled.pop(cluster_id, None)
+        if self.closed:
+            return
         self.last_sent[cluster_id] = time.monotonic()
-        await self.send(json.dumps({"type": "changed", "cluster": cluster_id}))
+        try:
+            await self.send(json.dumps({"type": "changed", "cluster": cluster_id}))
+        except Exception as error:
+            # The client closed the socket before the server told the consumer so (Daphne
+            # raises autobahn's Disconnected): the notification had nobody to go to.
+            logger.debug("live notification not sent: %s: %s", type(error).__name__, error)
 
     async def _error(self, field: str, message: str) -> None:
         await self.send(json.dumps({"type": "error", "field": field,
