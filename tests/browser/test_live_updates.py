@@ -172,29 +172,35 @@ def test_page_reconnects_quickly_after_a_server_restart(
     status.wait_for(state="hidden")  # the notice is brief
 
 
-def test_deleted_workload_says_so_and_stops_refreshing(
+@pytest.mark.parametrize("kind", ["workload", "job"])
+def test_deleted_object_says_so_and_stops_refreshing(
     browser_page: Callable[..., Any],
     two_workloads: list[Workload],
     viewer: Any,
     settings: Any,
+    kind: str,
 ) -> None:
     alpha, _ = two_workloads
+    assert alpha.job is not None
     page = open_live(browser_page, viewer, f"/c/manager/namespaces/team-a/workloads/{alpha.name}/")
-    seen = requests_to(page, f"/workloads/{alpha.name}/")
+    if kind == "job":
+        page.click("#wl-job-link")
+        page.wait_for_selector("#job-summary")
+        wait_live(page)
+    seen = requests_to(page, "/partial/")
 
-    assert alpha.job_id is not None
     run_elsewhere(
         settings,
         (
             "from scheduling import services\n"
             "from scheduling.models import Job\n"
-            f"services.delete_job(Job.objects.get(pk={alpha.job_id}))\n"
+            f"services.delete_job(Job.objects.get(pk={alpha.job.pk}))\n"
         ),
     )
     notice = page.locator("#live-gone")
     notice.wait_for()
     assert notice.get_attribute("role") == "alert"
-    assert notice.inner_text().startswith("This workload was deleted.")
+    assert notice.inner_text().startswith(f"This {kind} was deleted.")
     assert page.evaluate("document.body.classList.contains('live-gone')")
     assert page.evaluate("getComputedStyle(document.querySelector('main')).opacity") != "1"
     assert page.locator("#live-pause").is_hidden()
