@@ -69,8 +69,12 @@ def test_refresh_keeps_focus_and_selection_and_updates_the_row(
 ) -> None:
     alpha, beta = two_workloads
     page = open_live(browser_page, viewer, "/workloads/")
+    page.set_viewport_size({"width": 900, "height": 320})  # the table scrolls into view
     # Focus alpha's link, select beta's name; mark both nodes to know them again.
     page.focus(f"#wl-{alpha.pk} a")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    scrolled = page.evaluate("window.scrollY")
+    assert scrolled > 0
     page.evaluate(
         """(id) => {
       document.activeElement.__marked = true;
@@ -101,6 +105,7 @@ def test_refresh_keeps_focus_and_selection_and_updates_the_row(
     assert page.evaluate("document.activeElement.textContent") == alpha.name
     assert page.evaluate("getSelection().toString()") == beta.name
     assert page.evaluate("getSelection().anchorNode.__marked === true")
+    assert page.evaluate("window.scrollY") == scrolled
 
 
 def test_pause_stops_refreshes_and_resume_catches_up_once(
