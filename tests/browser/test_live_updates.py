@@ -54,6 +54,19 @@ def open_live(browser_page: Callable[..., Any], user: Any, path: str) -> Any:
     return page
 
 
+def axe_violations(page: Any, selector: str) -> list[str]:
+    """The accessibility rules (axe-core, from node_modules) that what ``selector`` matches
+    breaks, with the nodes at fault."""
+    page.add_script_tag(path=str(ROOT / "node_modules" / "axe-core" / "axe.min.js"))
+    result = page.evaluate(
+        "(selector) => axe.run({include: [...document.querySelectorAll(selector)]})"
+        ".then((r) => r.violations.map((v) => v.id + ': ' + "
+        "v.nodes.map((n) => n.target.join(' ')).join(', ')))",
+        selector,
+    )
+    return list(result)
+
+
 def requests_to(page: Any, path: str) -> list[str]:
     """The URLs of the requests ``page`` makes from now on whose path starts with ``path``."""
     seen: list[str] = []
@@ -172,6 +185,7 @@ def test_page_reconnects_quickly_after_a_server_restart(
     status = page.locator("#live-status")
     assert status.get_attribute("role") == "status"
     assert "Reconnected" in status.inner_text()
+    assert axe_violations(page, "#live-controls, #live-status") == []
     page.wait_for_selector("[data-workload*='gamma']")  # the catch-up refresh
     assert seen
     status.wait_for(state="hidden")  # the notice is brief
@@ -209,6 +223,7 @@ def test_deleted_object_says_so_and_stops_refreshing(
     assert page.evaluate("document.body.classList.contains('live-gone')")
     assert page.evaluate("getComputedStyle(document.querySelector('main')).opacity") != "1"
     assert page.locator("#live-pause").is_hidden()
+    assert axe_violations(page, "#live-gone") == []
     asked = len(seen)
     assert asked >= 1
 
