@@ -5,7 +5,7 @@ Only signed-in users with a role connect (anonymous sockets are closed before ac
 message, ``{"subscribe": [cluster ids]}``, and the socket joins those domains' groups. Each
 ``domain.changed`` notification is forwarded as ``{"type": "changed", "cluster": id}``, at most
 once per ``COALESCE_SECONDS`` per domain: a burst of thousands of changes becomes one refresh.
-A notification still due when the page closes is dropped quietly.
+A notification or reply that finds the page gone is dropped quietly.
 
 Every inbound message is validated before anything is done with it: text (not binary), at
 most ``MAX_MESSAGE_BYTES``, a JSON object, no field but ``subscribe``, a list of at most
@@ -108,7 +108,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             if group not in self.groups_joined:
                 await self.channel_layer.group_add(group, self.channel_name)
                 self.groups_joined.add(group)
-        await self.send(json.dumps({"type": "subscribed", "clusters": sorted(known)}))
+        await self._reply({"type": "subscribed", "clusters": sorted(known)})
 
     async def domain_changed(self, event: dict[str, Any]) -> None:
         cluster_id = int(event["cluster"])
@@ -126,16 +126,22 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if self.closed:
             return
         self.last_sent[cluster_id] = time.monotonic()
+        await self._reply({"type": "changed", "cluster": cluster_id})
+
+    async def _reply(self, message: dict[str, Any]) -> None:
+        """Send ``message``, unless the socket closed meanwhile: a page that goes away while
+        its subscription or a notification is under way is no error."""
+        text = json.dumps(message)
         try:
-            await self.send(json.dumps({"type": "changed", "cluster": cluster_id}))
+            await self.send(text)
         except Exception as error:
             # The client closed the socket before the server told the consumer so (Daphne
-            # raises autobahn's Disconnected): the notification had nobody to go to.
-            logger.debug("live notification not sent: %s: %s", type(error).__name__, error)
+            # raises autobahn's Disconnected): the message had nobody to go to.
+            logger.debug("live socket message not sent: %s: %s", type(error).__name__, error)
 
     async def _error(self, field: str, message: str) -> None:
-        await self.send(json.dumps({"type": "error", "field": field,
-                                    "message": f"{field}: {message}" if field else message}))
+        await self._reply({"type": "error", "field": field,
+                           "message": f"{field}: {message}" if field else message})
 
 
 def parse_message(text_data: str | None, bytes_data: bytes | None) -> list[int]:

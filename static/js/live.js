@@ -127,9 +127,10 @@
     if (banner) banner.hidden = true;
     if (controls) controls.hidden = true;
     if (goneBanner) {
-      const kind = body.dataset.liveObject || "page's object";
-      goneBanner.textContent = "This " + kind + " was deleted. The page shows it as it was " +
-        "when last refreshed, and is no longer updated.";
+      const kind = body.dataset.liveObject;
+      goneBanner.textContent = (kind ? "This " + kind + " was deleted." :
+        "What this page shows was deleted.") +
+        " The page shows it as it was when last refreshed, and is no longer updated.";
       goneBanner.hidden = false;
     }
   }
