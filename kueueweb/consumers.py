@@ -5,6 +5,7 @@ Only signed-in users with a role connect (anonymous sockets are closed before ac
 message, ``{"subscribe": [cluster ids]}``, and the socket joins those domains' groups. Each
 ``domain.changed`` notification is forwarded as ``{"type": "changed", "cluster": id}``, at most
 once per ``COALESCE_SECONDS`` per domain: a burst of thousands of changes becomes one refresh.
+A notification or reply that finds the page gone is dropped quietly.
 
 Every inbound message is validated before anything is done with it: text (not binary), at
 most ``MAX_MESSAGE_BYTES``, a JSON object, no field but ``subscribe``, a list of at most
@@ -62,10 +63,16 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return
         self.groups_joined: set[str] = set()
         self.last_sent: dict[int, float] = {}
-        self.scheduled: set[int] = set()
+        self.scheduled: dict[int, asyncio.TimerHandle] = {}
+        self.closed = False
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
+        # The page went away, maybe with a coalesced notification still due: nothing may be
+        # sent on the closed socket after this.
+        self.closed = True
+        for timer in getattr(self, "scheduled", {}).values():
+            timer.cancel()
         for group in getattr(self, "groups_joined", set()):
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -101,28 +108,40 @@ class LiveConsumer(AsyncWebsocketConsumer):
             if group not in self.groups_joined:
                 await self.channel_layer.group_add(group, self.channel_name)
                 self.groups_joined.add(group)
-        await self.send(json.dumps({"type": "subscribed", "clusters": sorted(known)}))
+        await self._reply({"type": "subscribed", "clusters": sorted(known)})
 
     async def domain_changed(self, event: dict[str, Any]) -> None:
         cluster_id = int(event["cluster"])
-        if cluster_id in self.scheduled:
+        if cluster_id in self.scheduled or self.closed:
             return
         wait = self.last_sent.get(cluster_id, 0.0) + COALESCE_SECONDS - time.monotonic()
         if wait > 0:
-            self.scheduled.add(cluster_id)
-            asyncio.get_running_loop().call_later(
+            self.scheduled[cluster_id] = asyncio.get_running_loop().call_later(
                 wait, lambda: asyncio.ensure_future(self._flush(cluster_id)))
             return
         await self._flush(cluster_id)
 
     async def _flush(self, cluster_id: int) -> None:
-        self.scheduled.discard(cluster_id)
+        self.scheduled.pop(cluster_id, None)
+        if self.closed:
+            return
         self.last_sent[cluster_id] = time.monotonic()
-        await self.send(json.dumps({"type": "changed", "cluster": cluster_id}))
+        await self._reply({"type": "changed", "cluster": cluster_id})
+
+    async def _reply(self, message: dict[str, Any]) -> None:
+        """Send ``message``, unless the socket closed meanwhile: a page that goes away while
+        its subscription or a notification is under way is no error."""
+        text = json.dumps(message)
+        try:
+            await self.send(text)
+        except Exception as error:
+            # The client closed the socket before the server told the consumer so (Daphne
+            # raises autobahn's Disconnected): the message had nobody to go to.
+            logger.debug("live socket message not sent: %s: %s", type(error).__name__, error)
 
     async def _error(self, field: str, message: str) -> None:
-        await self.send(json.dumps({"type": "error", "field": field,
-                                    "message": f"{field}: {message}" if field else message}))
+        await self._reply({"type": "error", "field": field,
+                           "message": f"{field}: {message}" if field else message})
 
 
 def parse_message(text_data: str | None, bytes_data: bytes | None) -> list[int]:

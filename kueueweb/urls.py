@@ -11,10 +11,13 @@ from kueueweb import metrics_view, views
 admin.site.login_form = views.RateLimitedAdminAuthenticationForm
 admin.site.login = views.throttled_admin_login(admin.site.login)  # type: ignore[method-assign]
 
+handler500 = "kueueweb.views.server_error"
+
 urlpatterns = [
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", views.favicon),
     path("metrics", metrics_view.MetricsView.as_view(), name="metrics"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

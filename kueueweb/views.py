@@ -12,7 +12,16 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponsePermanentRedirect,
+    HttpResponseServerError,
+    JsonResponse,
+)
+from django.template import loader
+from django.templatetags.static import static
+from django.views import defaults
 from django.views.decorators.http import require_GET
 
 from kueueweb.throttling import LOGIN_FAILURES, login_identity, wait_message
@@ -24,6 +33,26 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever the page links: the SVG icon answers."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """The 500 page inside the app's layout, with the navigation of the signed-in user.
+
+    Rendering with the request runs the context processors (the user, read from the session
+    and the database), which may fail for the very reason the view did: then the page is
+    rendered as Django's own handler does, without the request.
+    """
+    try:
+        body = loader.render_to_string(defaults.ERROR_500_TEMPLATE_NAME, request=request)
+    except Exception:  # the error page must not fail in turn
+        return defaults.server_error(request)
+    return HttpResponseServerError(body)
 
 
 class LoginThrottled(forms.ValidationError):

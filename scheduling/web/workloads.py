@@ -320,6 +320,8 @@ def _region_dispatch(wl: Workload) -> dict[str, Any]:
         next_round_at = rounds[current] + timedelta(
             seconds=float(settings.KUEUEWEB["DISPATCH_ROUND_TIMEOUT_SECONDS"]))
     return {"dispatch": {
+        "removed": _copies_removed(wl, list(config.clusters) if config is not None else [],
+                                   [c["worker"] for c in copies]),
         "check": check.name,
         "state": state,
         "config": config,
@@ -332,6 +334,49 @@ def _region_dispatch(wl: Workload) -> dict[str, Any]:
         "winner": wl.cluster_name,
         "copies": copies,
     }}
+
+
+def _copy_removal(hub_wl: Workload, worker: str) -> str:
+    """Why ``hub_wl`` has no copy on ``worker`` any more, or "" if that cannot be told.
+
+    No record of a removal is kept (the dispatch goes with the copy): the reason follows
+    from what is recorded, the winner (``status.clusterName``; the other workers' copies go
+    once it admits) and whether the workload finished (then the winner's copy goes too)."""
+    winner = hub_wl.cluster_name
+    if winner and worker != winner:
+        return f"removed from {worker} when {winner} admitted the workload"
+    if hub_wl.phase == WorkloadPhase.FINISHED:
+        return f"removed from {worker} after the workload finished"
+    return ""
+
+
+def _copies_removed(wl: Workload, configured: list[str], with_copy: list[str]) -> list[str]:
+    """What became of the copies the region no longer lists: the other workers' once the
+    winner admitted (whether each had one is not kept: "any"), the winner's once the
+    workload finished."""
+    winner = wl.cluster_name
+    if not winner:
+        return []
+    notes = []
+    others = [w for w in configured if w != winner and w not in with_copy]
+    if others:
+        notes.append(f"Any copies on {', '.join(others)} were removed when {winner} admitted "
+                     "the workload.")
+    if winner not in with_copy and wl.phase == WorkloadPhase.FINISHED:
+        notes.append(f"The copy on {winner} was removed after the workload finished.")
+    return notes
+
+
+def _removed_copy(cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
+    """For the address of a worker's copy that is gone: the hub workload it copied and why
+    it went, or None when the address was never a MultiKueue copy's."""
+    worker = Cluster.objects.filter(name=cluster, role=ClusterRole.WORKER).first()
+    hub_wl = (Workload.objects.filter(cluster__role=ClusterRole.MANAGER, namespace=namespace,
+                                      name=name).select_related("cluster").first())
+    if worker is None or hub_wl is None or _multikueue_check(hub_wl) is None:
+        return None
+    return {"worker": worker.name, "hub_wl": hub_wl, "hub_url": slices.workload_url(hub_wl),
+            "removal": _copy_removal(hub_wl, worker.name)}
 
 
 def _hub_origin(wl: Workload) -> dict[str, Any] | None:
@@ -417,7 +462,14 @@ def _detail_context(
 @require_GET
 @reader_required
 def workload_detail(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
-    wl = _get_workload(cluster, namespace, name)
+    try:
+        wl = _get_workload(cluster, namespace, name)
+    except Http404:
+        # A link to a MultiKueue copy that was cleaned up says where the workload went.
+        removed = _removed_copy(cluster, namespace, name)
+        if removed is None:
+            raise
+        return render(request, "scheduling/workload_copy_removed.html", removed, status=404)
     context = _detail_context(wl, request, DETAIL_REGIONS, page=True)
     context["hub_origin"] = _hub_origin(wl)
     context["live_clusters"] = _live_clusters(wl, context["dispatch"], context["hub_origin"])

@@ -16,8 +16,7 @@ from __future__ import annotations
 import io
 import json
 import secrets
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -31,7 +30,6 @@ from multicluster.simulated.runner import sync_cluster
 from scheduling.models import Workload
 from scheduling.scheduler.admission import run_admission_cycle
 from scheduling.workload.lifecycle import run_lifecycle
-from tests.fixtures.browser import serve
 from tests.fixtures.processes import ROOT
 from tools.ui_pages import PAGES, UIPage, open_ui_page
 
@@ -45,17 +43,15 @@ BLOCKING_IMPACTS = ("serious", "critical")
 
 
 @pytest.fixture
-def live_url(transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[str]:
+def daphne_env() -> dict[str, str]:
     """The server as deployed: DEBUG off (the application's error pages), its own keys."""
-    yield from serve(
-        settings,
-        tmp_path,
-        DEBUG="false",
-        SECRET_KEY=secrets.token_urlsafe(50),
-        KUEUEWEB_ENCRYPTION_KEY=Fernet.generate_key().decode(),
-        SESSION_COOKIE_SECURE="false",
-        CSRF_COOKIE_SECURE="false",
-    )
+    return {
+        "DEBUG": "false",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "KUEUEWEB_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        "SESSION_COOKIE_SECURE": "false",
+        "CSRF_COOKIE_SECURE": "false",
+    }
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -198,3 +199,40 @@ def test_a_user_whose_role_was_taken_away_is_disconnected_on_subscribe(
         return closed
 
     assert run(scenario()) == {"type": "websocket.close", "code": CLOSE_ROLE_REVOKED}
+
+
+def test_a_notification_due_after_the_page_closed_is_dropped_quietly() -> None:
+    """The page closes while a coalesced notification waits for its window: nothing is sent
+    on the closed socket, and a send that finds the transport gone fails no task."""
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        consumer = LiveConsumer()
+        consumer.groups_joined, consumer.last_sent, consumer.scheduled = set(), {}, {}
+        consumer.closed = False
+        sent: list[str] = []
+
+        async def send(text: str) -> None:
+            sent.append(text)
+            if consumer.closed:
+                raise ConnectionError("Attempt to send on a closed protocol")
+
+        consumer.send = send  # type: ignore[method-assign]
+        await consumer.domain_changed({"cluster": 7})  # sent at once
+        await consumer.domain_changed({"cluster": 7})  # due at the end of the window
+        await consumer.disconnect(1001)
+        await asyncio.sleep(COALESCE_SECONDS + 0.2)
+        after_close = list(sent)
+        # The transport closed before the consumer heard of it: the send fails, quietly.
+        consumer.closed = False
+        consumer.last_sent.clear()
+        consumer.send = lambda text: _raise(ConnectionError("closed"))  # type: ignore[method-assign]
+        await consumer.domain_changed({"cluster": 8})
+        return after_close, [json.loads(s)["type"] for s in after_close]
+
+    sent, types = run(scenario())
+    assert types == ["changed"]  # the first only: the one due later was never tried
+    assert json.loads(sent[0])["cluster"] == 7
+
+
+async def _raise(error: Exception) -> None:
+    raise error

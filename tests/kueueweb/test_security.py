@@ -33,6 +33,7 @@ OPEN = {
     "/login/": "the sign-in page",
     "/healthz": 'the liveness probe: answers {"status": "ok"} and nothing else',
     "/admin/login/": "the admin console's sign-in page",
+    "/favicon.ico": "a redirect to the site's icon, a public static file",
 }
 # URL prefixes served without a session or token, and why.
 OPEN_PREFIXES = {

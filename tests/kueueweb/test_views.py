@@ -2,11 +2,14 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse
-from django.test import Client, override_settings
+from django.test import Client, RequestFactory, override_settings
 from django.urls import path
+from django.utils.functional import SimpleLazyObject
 
 from kueueweb import urls as site_urls
+from kueueweb.views import server_error
 
 
 @pytest.mark.django_db
@@ -38,6 +41,7 @@ def _boom(request: HttpRequest) -> HttpResponse:
 
 
 urlpatterns = [path("boom/", _boom), *site_urls.urlpatterns]
+handler500 = site_urls.handler500
 
 
 @pytest.mark.django_db
@@ -71,3 +75,31 @@ def test_a_server_error_is_the_site_s_500_without_its_details(viewer: User) -> N
     assert '<link rel="stylesheet"' in page  # the site's layout
     assert "kw-internal-detail-4f1c" not in page
     assert "Traceback" not in page
+
+
+@pytest.mark.django_db
+@override_settings(ROOT_URLCONF=__name__)
+def test_the_500_page_shows_the_navigation_of_the_signed_in_user(viewer: User) -> None:
+    client = Client(raise_request_exception=False)
+    client.force_login(viewer)
+
+    page = client.get("/boom/").content.decode()
+
+    assert 'nav aria-label="Main"' in page
+    assert f"Log out {viewer.get_username()}" in page
+
+
+def test_the_500_page_renders_without_the_request_when_that_fails(rf: RequestFactory) -> None:
+    request = rf.get("/boom/")
+
+    def broken_user() -> User:
+        raise OperationalError("the database went away")
+
+    request.user = SimpleLazyObject(broken_user)  # type: ignore[assignment]
+
+    response = server_error(request)
+
+    assert response.status_code == 500
+    page = response.content.decode()
+    assert "Server error" in page
+    assert 'nav aria-label="Main"' not in page

@@ -188,3 +188,46 @@ def test_workload_without_multikueue_has_no_dispatch_region(
     assert html.count('id="wl-status"') == 1  # the page did render
     assert 'id="wl-dispatch"' not in html
     assert 'id="wl-hub-origin"' not in html
+
+
+def test_removed_copies_say_where_they_went(hub: Cluster, t0: datetime,
+                                            viewer_ui: Client) -> None:
+    from scheduling.workload import lifecycle
+
+    admission.run_admission_cycle(hub.pk, now=t0)
+    dispatch.sync_dispatch(hub.pk, now=t0)
+    wl = hub_workload()
+    w2 = Cluster.objects.get(name="worker-2")
+    admission.run_admission_cycle(w2.pk, now=t0 + timedelta(seconds=1))
+    dispatch.sync_dispatch(hub.pk, now=t0 + timedelta(seconds=2))  # worker-2 wins
+
+    html = viewer_ui.get(page_url(wl)).content.decode()
+    assert "Any copies on worker-1 were removed when worker-2 admitted the workload." \
+        in region(html)
+    # The address of worker-1's copy, from a page shown before: where did it go?
+    response = viewer_ui.get(page_url(wl, "worker-1"))
+    assert response.status_code == 404
+    page = response.content.decode()
+    assert "removed from worker-1 when worker-2 admitted the workload" in page
+    assert f'href="{page_url(wl)}"' in page
+
+    # The workload finishes on worker-2; the hub follows, then removes the winner's copy.
+    remote = Workload.objects.get(cluster=w2, namespace=wl.namespace, name=wl.name)
+    lifecycle.finish(remote, "Succeeded", "done", now=t0 + timedelta(seconds=3), events=[])
+    dispatch.sync_dispatch(hub.pk, now=t0 + timedelta(seconds=4))
+    dispatch.sync_dispatch(hub.pk, now=t0 + timedelta(seconds=5))
+    assert not Workload.objects.filter(cluster=w2, name=wl.name).exists()
+
+    html = viewer_ui.get(page_url(wl)).content.decode()
+    assert 'id="wl-dispatch-none"' in region(html)
+    assert "The copy on worker-2 was removed after the workload finished." in region(html)
+    response = viewer_ui.get(page_url(wl, "worker-2"))
+    assert response.status_code == 404
+    assert "removed from worker-2 after the workload finished" in response.content.decode()
+
+
+def test_an_unknown_copy_address_is_a_plain_404(hub: Cluster, viewer_ui: Client) -> None:
+    response = viewer_ui.get(reverse("ui-workload", kwargs={
+        "cluster": "worker-1", "namespace": "team-a", "name": "never-existed"}))
+    assert response.status_code == 404
+    assert "Page not found" in response.content.decode()
