@@ -241,11 +241,11 @@ def test_created_ago_counts_seconds(
     alpha, _ = two_workloads
     page = browser_page(viewer)
     page.goto(f"/c/manager/namespaces/team-a/workloads/{alpha.name}/")
-    created = page.locator("h1 + p time[data-relative]")
+    created = page.locator("#wl-created[data-relative]")
     first = created.inner_text()
     assert "second" in first or first == "now"
     page.wait_for_function(
-        "(before) => document.querySelector('h1 + p time').textContent !== before",
+        "(before) => document.querySelector('#wl-created').textContent !== before",
         arg=first,
         timeout=4000,
     )
