@@ -16,7 +16,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from scheduling.choices import WorkloadPhase
-from scheduling.filters import STATE_CHOICES, WorkloadFilterSet, in_cluster_queue
+from scheduling.filters import (
+    STATE_CHOICES,
+    WorkloadFilterSet,
+    first_in_local_queue,
+    in_cluster_queue,
+    reason_contains,
+)
 from scheduling.models import Job, Workload
 
 # Sort keys of the list, as the column headers name them, and the fields they order by.
@@ -82,6 +88,12 @@ class _ListFilter(django_filters.FilterSet):  # type: ignore[misc]  # untyped
         return key, [f"{prefix}{field}", f"{prefix}id"]
 
 
+class _PositionFilter(django_filters.NumberFilter):  # type: ignore[misc]  # untyped
+    """A 1-based queue position: a whole number, at least 1."""
+
+    field_class = forms.IntegerField
+
+
 class WorkloadListFilter(_ListFilter, WorkloadFilterSet):
     """The filters and the sort order of the workload list (all optional, all GET): one per
     column. Text matches a part of the value, any case."""
@@ -100,6 +112,10 @@ class WorkloadListFilter(_ListFilter, WorkloadFilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
     cluster = django_filters.CharFilter(
         field_name="cluster__name", lookup_expr="icontains", label="Cluster")
+    reason = django_filters.CharFilter(method="filter_reason", label="Reason contains")
+    position_max = _PositionFilter(
+        method="filter_position_max", label="Position in local queue ≤", min_value=1
+    )
     sort = django_filters.ChoiceFilter(
         choices=sort_choices(), method="filter_sort", label="Sort", empty_label="Newest first")
 
@@ -107,6 +123,16 @@ class WorkloadListFilter(_ListFilter, WorkloadFilterSet):
         self, queryset: QuerySet[Workload], name: str, value: str
     ) -> QuerySet[Workload]:
         return in_cluster_queue(queryset, value, lookup="icontains")
+
+    def filter_reason(
+        self, queryset: QuerySet[Workload], name: str, value: str
+    ) -> QuerySet[Workload]:
+        return reason_contains(queryset, value)
+
+    def filter_position_max(
+        self, queryset: QuerySet[Workload], name: str, value: int
+    ) -> QuerySet[Workload]:
+        return first_in_local_queue(queryset, value)
 
 
 class JobListFilter(_ListFilter):
