@@ -21,9 +21,20 @@ from typing import Any
 
 import django_filters
 from django.db import connection
-from django.db.models import BooleanField, F, Func, Q, QuerySet, Window
+from django.db.models import (
+    BooleanField,
+    Count,
+    F,
+    Func,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Window,
+)
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Coalesce, RowNumber
 
 from scheduling.choices import StopPolicy, WorkloadPhase
 from scheduling.models import ClusterQueue, LocalQueue, Workload
@@ -236,3 +247,20 @@ def first_in_local_queue(queryset: QuerySet[Workload], count: int) -> QuerySet[W
     position in their local queue is at most ``count``. The numbering covers the whole
     queues (a subquery of ids), before the other filters narrow the rows."""
     return queryset.filter(id__in=queued_in_order().filter(in_lq__lte=count).values("id"))
+
+
+def job_workload_count() -> Coalesce:
+    """A job's number of workloads (a scaled job's slices, a pod group's one), counted by a
+    correlated subquery on the workload's indexed ``job`` key: the job list's *workloads*
+    column and its filters."""
+    return Coalesce(
+        Subquery(
+            Workload.objects.filter(job=OuterRef("pk"))
+            .order_by()
+            .values("job")
+            .annotate(n=Count("id"))
+            .values("n")
+        ),
+        0,
+        output_field=IntegerField(),
+    )

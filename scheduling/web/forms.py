@@ -21,6 +21,7 @@ from scheduling.filters import (
     WorkloadFilterSet,
     first_in_local_queue,
     in_cluster_queue,
+    job_workload_count,
     reason_contains,
 )
 from scheduling.models import Job, Workload
@@ -88,10 +89,15 @@ class _ListFilter(django_filters.FilterSet):  # type: ignore[misc]  # untyped
         return key, [f"{prefix}{field}", f"{prefix}id"]
 
 
-class _PositionFilter(django_filters.NumberFilter):  # type: ignore[misc]  # untyped
-    """A 1-based queue position: a whole number, at least 1."""
+class _CountFilter(django_filters.NumberFilter):  # type: ignore[misc]  # untyped
+    """A count or a 1-based position: a whole number (its least value given as
+    ``min_value``), at most what a database integer holds."""
 
     field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max_value", 2**31 - 1)
+        super().__init__(*args, **kwargs)
 
 
 class WorkloadListFilter(_ListFilter, WorkloadFilterSet):
@@ -113,7 +119,7 @@ class WorkloadListFilter(_ListFilter, WorkloadFilterSet):
     cluster = django_filters.CharFilter(
         field_name="cluster__name", lookup_expr="icontains", label="Cluster")
     reason = django_filters.CharFilter(method="filter_reason", label="Reason contains")
-    position_max = _PositionFilter(
+    position_max = _CountFilter(
         method="filter_position_max", label="Position in local queue ≤", min_value=1
     )
     sort = django_filters.ChoiceFilter(
@@ -156,6 +162,12 @@ class JobListFilter(_ListFilter):
         field_name="wl_priority", lookup_expr="lte", label="Priority ≤")
     cluster = django_filters.CharFilter(
         field_name="cluster__name", lookup_expr="icontains", label="Cluster")
+    workloads_min = _CountFilter(
+        method="filter_workloads", lookup_expr="gte", label="Workloads ≥", min_value=0
+    )
+    workloads_max = _CountFilter(
+        method="filter_workloads", lookup_expr="lte", label="Workloads ≤", min_value=0
+    )
     sort = django_filters.ChoiceFilter(
         choices=sort_choices(JOB_SORT_FIELDS), method="filter_sort", label="Sort",
         empty_label="Newest first")
@@ -163,6 +175,14 @@ class JobListFilter(_ListFilter):
     class Meta:
         model = Job
         fields: list[str] = []
+
+    def filter_workloads(self, queryset: QuerySet[Job], name: str, value: int) -> QuerySet[Job]:
+        """The job's number of workloads, counted only when a bound is given (both bounds
+        share the one annotation)."""
+        if "workload_count" not in queryset.query.annotations:
+            queryset = queryset.annotate(workload_count=job_workload_count())
+        lookup = self.filters[name].lookup_expr
+        return queryset.filter(**{f"workload_count__{lookup}": value})
 
 
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:

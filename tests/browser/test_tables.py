@@ -213,6 +213,19 @@ def test_job_list_from_the_nav_filter_group_and_bulk_delete(
     page.wait_for_url(re.compile(r"q=RAI"))
     assert shown(page, "data-job") == ["team-a/train"]
 
+    # The workload count: each job has one.
+    page.goto("/jobs/?cols=name,workloads")
+    page.fill("#id_workloads_min", "1")
+    page.fill("#id_workloads_max", "1")
+    page.click("#filter-apply")
+    page.wait_for_url(re.compile(r"workloads_max=1"))
+    assert len(shown(page, "data-job")) == 3
+    page.fill("#id_workloads_min", "2")
+    page.fill("#id_workloads_max", "")
+    page.click("#filter-apply")
+    page.wait_for_url(re.compile(r"workloads_min=2"))
+    assert shown(page, "data-job") == []
+
     page.goto("/jobs/?group=state&sort=name")
     assert "(3)" in page.inner_text('[data-group-toggle="Pending"]')
     page.check('input.bulk-select[aria-label="Select team-a/prep"]')

@@ -16,11 +16,12 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from scheduling import services
 from scheduling.choices import WorkloadPhase
 from scheduling.filters import reason_contains
-from scheduling.models import ClusterQueue, LocalQueue, Workload
+from scheduling.models import ClusterQueue, Job, LocalQueue, Workload
 from scheduling.web.workload_list import pending_reason
-from tests.fixtures.scheduling import Reconcilers
+from tests.fixtures.scheduling import Reconcilers, job_manifest
 
 pytestmark = pytest.mark.django_db
 
@@ -231,8 +232,62 @@ def test_group_counts_respect_position_max(viewer_ui: Client, queued: None) -> N
     assert counts == {"lq-cq-a": "2", "lq-other": "2", "lq-cq-b": "1"}
 
 
-@pytest.mark.parametrize("value", ["x", "1.5", "0", "-2"])
+@pytest.mark.parametrize("value", ["x", "1.5", "0", "-2", "9" * 30])
 def test_a_bad_position_is_named(viewer_ui: Client, queued: None, value: str) -> None:
     response = viewer_ui.get(reverse("ui-workloads") + f"?position_max={value}")
     assert response.status_code == 200
     assert "position_max:" in errors(response)
+
+
+# =========================================================================================
+# The job list's workload count
+# =========================================================================================
+
+
+@pytest.fixture
+def counted(
+    make_queue: Callable[..., ClusterQueue],
+    make_workload: Callable[..., Workload],
+    reconcilers: Reconcilers,
+    t0: datetime,
+) -> None:
+    """Jobs with none, one and two workloads (a second one attached, as a scaled job's)."""
+    make_queue("cq", {"cpu": "2"}, namespace="team-a")
+    for name in ("none", "one", "two"):
+        services.submit_job(job_manifest(name, "lq-cq", cpu="4"), namespace="team-a")
+    reconcilers.step(t0)
+    Workload.objects.filter(job__name="none").delete()
+    extra = make_workload("two-slice", "lq-cq", {"cpu": "4"}, namespace="team-a")
+    Workload.objects.filter(pk=extra.pk).update(job=Job.objects.get(name="two"))
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("workloads_min=2", ["team-a/two"]),
+        ("workloads_max=0", ["team-a/none"]),
+        ("workloads_min=1&workloads_max=1", ["team-a/one"]),
+        ("workloads_min=1", ["team-a/one", "team-a/two"]),
+    ],
+)
+def test_the_job_list_filters_on_the_workload_count(
+    viewer_ui: Client, counted: None, query: str, expected: list[str]
+) -> None:
+    response = viewer_ui.get(reverse("ui-jobs") + f"?{query}&sort=name&cols=name,workloads")
+    assert response.status_code == 200
+    assert re.findall(r'data-job="([^"]+)"', response.content.decode()) == expected
+    assert 'name="workloads_min"' in response.content.decode()
+
+
+def test_the_workload_count_filter_reaches_the_export_and_names_bad_values(
+    viewer_ui: Client, counted: None
+) -> None:
+    response = viewer_ui.get(
+        reverse("ui-jobs-export", args=["csv"]) + "?workloads_min=1&cols=name,workloads&sort=name"
+    )
+    table = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert table == [["name", "workloads"], ["one", "1"], ["two", "2"]]
+
+    response = viewer_ui.get(reverse("ui-jobs") + "?workloads_min=many&workloads_max=" + "9" * 30)
+    assert "workloads_min:" in errors(response)
+    assert "workloads_max:" in errors(response)
