@@ -10,7 +10,8 @@ The filters use indexed columns (cluster, namespace, queue name, phase, the queu
 keys). "evicted" (the Evicted condition, in the conditions JSON) reads the partial index
 ``workload_evicted`` that migration 0011 creates; "inactive" (``spec.active=false``) is rare
 and scans. The UI's filters on its computed columns (the reason shown, the position in the
-local queue) are decided in the database too: ``reason_contains``, ``first_in_local_queue``.
+local queue, a job's workload count) are decided in the database too: ``reason_contains``,
+``first_in_local_queue``, ``job_workload_count``.
 """
 
 from __future__ import annotations
@@ -149,7 +150,8 @@ class WorkloadFilterSet(django_filters.FilterSet):  # type: ignore[misc]  # unty
 # The workload list's computed columns
 # =========================================================================================
 
-# What Python's ``str.strip()`` removes (the ASCII whitespace a condition's text can hold).
+# The ASCII whitespace Python's ``str.strip()`` removes (it removes some rarer Unicode
+# spaces too, which no condition Kueue writes ends with).
 _WHITESPACE = " \t\n\r\x0b\x0c"
 
 
@@ -205,8 +207,9 @@ class _ConditionTextLike(Func):
 
 def reason_contains(queryset: QuerySet[Workload], text: str) -> QuerySet[Workload]:
     """Workloads whose reason, as the list shows it (``workload_list.pending_reason``),
-    contains ``text`` in any case: an evicted workload's Evicted condition, else a pending
-    one's QuotaReserved=False condition. The candidates are first narrowed by indexed
+    contains ``text`` in any case (on SQLite, as its LIKE does, in any ASCII case): an
+    evicted workload's Evicted condition, else a pending one's QuotaReserved=False
+    condition. The candidates are first narrowed by indexed
     predicates (evicted: the partial index; pending: the phase)."""
     pattern = f"%{connection.ops.prep_for_like_query(text)}%"
     evicted = evicted_condition()
