@@ -9,7 +9,9 @@ the API (``?clusterQueue=``, ``?phase=``), the form's names in the UI (``?cluste
 The filters use indexed columns (cluster, namespace, queue name, phase, the queue foreign
 keys). "evicted" (the Evicted condition, in the conditions JSON) reads the partial index
 ``workload_evicted`` that migration 0011 creates; "inactive" (``spec.active=false``) is rare
-and scans.
+and scans. The UI's filters on its computed columns (the reason shown, the position in the
+local queue, a job's workload count) are decided in the database too: ``reason_contains``,
+``first_in_local_queue``, ``job_workload_count``.
 """
 
 from __future__ import annotations
@@ -20,11 +22,24 @@ from typing import Any
 
 import django_filters
 from django.db import connection
-from django.db.models import BooleanField, Func, Q, QuerySet
+from django.db.models import (
+    BooleanField,
+    Count,
+    F,
+    Func,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Window,
+)
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Coalesce, RowNumber
 
-from scheduling.choices import WorkloadPhase
+from scheduling.choices import StopPolicy, WorkloadPhase
 from scheduling.models import ClusterQueue, LocalQueue, Workload
+from scheduling.queue_order import QUEUE_ORDER_EXPRESSIONS
 
 EVICTED = "evicted"
 INACTIVE = "inactive"
@@ -129,3 +144,126 @@ class WorkloadFilterSet(django_filters.FilterSet):  # type: ignore[misc]  # unty
             | Q(queue_name__icontains=value)
             | Q(job__name__icontains=value)
         )
+
+
+# =========================================================================================
+# The workload list's computed columns
+# =========================================================================================
+
+# The ASCII whitespace Python's ``str.strip()`` removes (it removes some rarer Unicode
+# spaces too, which no condition Kueue writes ends with).
+_WHITESPACE = " \t\n\r\x0b\x0c"
+
+
+class _ConditionTextLike(Func):
+    """True when the JSON list ``conditions`` holds a condition ``type``=``status`` whose
+    text, ``prefix + reason + middle + message`` stripped of ``strip`` at both ends, matches
+    the LIKE pattern in any case: the reason column's text (``pending_reason``), composed
+    by the database so that the match is decided without reading the rows."""
+
+    output_field = BooleanField()
+
+    def __init__(
+        self, type_: str, status: str, prefix: str, middle: str, strip: str, pattern: str
+    ) -> None:
+        super().__init__(F("conditions"))
+        self.params = [type_, status, prefix, middle, strip, pattern]
+
+    def as_sql(
+        self,
+        compiler: Any,
+        connection: Any,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, list[Any]]:
+        column, params = compiler.compile(self.source_expressions[0])
+        if connection.vendor == "postgresql":
+            elements, field, trim, like = (
+                "jsonb_array_elements({}) AS c(value)",
+                "(c.value ->> '{}')",
+                "btrim",
+                "ILIKE",
+            )
+        else:
+            elements, field, trim, like = (
+                "json_each({}) AS c",
+                "json_extract(c.value, '$.{}')",
+                "trim",
+                "LIKE",
+            )
+        text = (
+            f"%s || COALESCE({field.format('reason')}, '') || %s "
+            f"|| COALESCE({field.format('message')}, '')"
+        )
+        sql = (
+            f"EXISTS (SELECT 1 FROM {elements.format(column)} "
+            f"WHERE {field.format('type')} = %s AND {field.format('status')} = %s "
+            f"AND {trim}(CAST({text} AS TEXT), %s) {like} %s ESCAPE '\\')"
+        )
+        return sql, [*params, *self.params]
+
+
+def reason_contains(queryset: QuerySet[Workload], text: str) -> QuerySet[Workload]:
+    """Workloads whose reason, as the list shows it (``workload_list.pending_reason``),
+    contains ``text`` in any case (on SQLite, as its LIKE does, in any ASCII case): an
+    evicted workload's Evicted condition, else a pending one's QuotaReserved=False
+    condition. The candidates are first narrowed by indexed
+    predicates (evicted: the partial index; pending: the phase)."""
+    pattern = f"%{connection.ops.prep_for_like_query(text)}%"
+    evicted = evicted_condition()
+    return queryset.filter(
+        (
+            evicted
+            & Q(_ConditionTextLike("Evicted", "True", "Evicted (", "): ", _WHITESPACE, pattern))
+        )
+        | (
+            Q(phase=WorkloadPhase.PENDING)
+            & ~evicted
+            & Q(_ConditionTextLike("QuotaReserved", "False", "", ": ", ": ", pattern))
+        )
+    )
+
+
+def queued_in_order() -> QuerySet[Any]:
+    """The workloads a local queue holds (pending, active, in a running LocalQueue of a
+    cluster queue), each annotated with its 1-based position in Kueue's queue order
+    (``scheduling.queue_order``) in its local queue (``in_lq``) and in its cluster queue
+    (``in_cq``), as the visibility API counts them."""
+    order = list(QUEUE_ORDER_EXPRESSIONS)
+    return Workload.objects.filter(
+        local_queue__cluster_queue__isnull=False,
+        local_queue__stop_policy=StopPolicy.NONE,
+        phase=WorkloadPhase.PENDING,
+        active=True,
+    ).annotate(
+        in_lq=Window(RowNumber(), partition_by=[F("local_queue_id")], order_by=order),
+        in_cq=Window(
+            RowNumber(), partition_by=[F("local_queue__cluster_queue_id")], order_by=order
+        ),
+    )
+
+
+def first_in_local_queue(queryset: QuerySet[Workload], count: int) -> QuerySet[Workload]:
+    """The first ``count`` workloads of each local queue, in queue order: those whose
+    position in their local queue is at most ``count``. The numbering covers the whole
+    queues (a subquery of ids), before the other filters narrow the rows."""
+    return queryset.filter(id__in=queued_in_order().filter(in_lq__lte=count).values("id"))
+
+
+def job_workload_count() -> Coalesce:
+    """A job's number of workloads (a scaled job's slices, a pod group's one), counted by a
+    correlated subquery on the workload's indexed ``job`` key: the job list's *workloads*
+    column and its filters."""
+    return Coalesce(
+        Subquery(
+            Workload.objects.filter(job=OuterRef("pk"))
+            .order_by()
+            .values("job")
+            .annotate(n=Count("id"))
+            .values("n")
+        ),
+        0,
+        output_field=IntegerField(),
+    )

@@ -16,7 +16,14 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from scheduling.choices import WorkloadPhase
-from scheduling.filters import STATE_CHOICES, WorkloadFilterSet, in_cluster_queue
+from scheduling.filters import (
+    STATE_CHOICES,
+    WorkloadFilterSet,
+    first_in_local_queue,
+    in_cluster_queue,
+    job_workload_count,
+    reason_contains,
+)
 from scheduling.models import Job, Workload
 
 # Sort keys of the list, as the column headers name them, and the fields they order by.
@@ -82,6 +89,17 @@ class _ListFilter(django_filters.FilterSet):  # type: ignore[misc]  # untyped
         return key, [f"{prefix}{field}", f"{prefix}id"]
 
 
+class _CountFilter(django_filters.NumberFilter):  # type: ignore[misc]  # untyped
+    """A count or a 1-based position: a whole number (its least value given as
+    ``min_value``), at most what a database integer holds."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max_value", 2**31 - 1)
+        super().__init__(*args, **kwargs)
+
+
 class WorkloadListFilter(_ListFilter, WorkloadFilterSet):
     """The filters and the sort order of the workload list (all optional, all GET): one per
     column. Text matches a part of the value, any case."""
@@ -100,6 +118,10 @@ class WorkloadListFilter(_ListFilter, WorkloadFilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
     cluster = django_filters.CharFilter(
         field_name="cluster__name", lookup_expr="icontains", label="Cluster")
+    reason = django_filters.CharFilter(method="filter_reason", label="Reason contains")
+    position_max = _CountFilter(
+        method="filter_position_max", label="Position in local queue ≤", min_value=1
+    )
     sort = django_filters.ChoiceFilter(
         choices=sort_choices(), method="filter_sort", label="Sort", empty_label="Newest first")
 
@@ -107,6 +129,16 @@ class WorkloadListFilter(_ListFilter, WorkloadFilterSet):
         self, queryset: QuerySet[Workload], name: str, value: str
     ) -> QuerySet[Workload]:
         return in_cluster_queue(queryset, value, lookup="icontains")
+
+    def filter_reason(
+        self, queryset: QuerySet[Workload], name: str, value: str
+    ) -> QuerySet[Workload]:
+        return reason_contains(queryset, value)
+
+    def filter_position_max(
+        self, queryset: QuerySet[Workload], name: str, value: int
+    ) -> QuerySet[Workload]:
+        return first_in_local_queue(queryset, value)
 
 
 class JobListFilter(_ListFilter):
@@ -130,6 +162,12 @@ class JobListFilter(_ListFilter):
         field_name="wl_priority", lookup_expr="lte", label="Priority ≤")
     cluster = django_filters.CharFilter(
         field_name="cluster__name", lookup_expr="icontains", label="Cluster")
+    workloads_min = _CountFilter(
+        method="filter_workloads", lookup_expr="gte", label="Workloads ≥", min_value=0
+    )
+    workloads_max = _CountFilter(
+        method="filter_workloads", lookup_expr="lte", label="Workloads ≤", min_value=0
+    )
     sort = django_filters.ChoiceFilter(
         choices=sort_choices(JOB_SORT_FIELDS), method="filter_sort", label="Sort",
         empty_label="Newest first")
@@ -137,6 +175,14 @@ class JobListFilter(_ListFilter):
     class Meta:
         model = Job
         fields: list[str] = []
+
+    def filter_workloads(self, queryset: QuerySet[Job], name: str, value: int) -> QuerySet[Job]:
+        """The job's number of workloads, counted only when a bound is given (both bounds
+        share the one annotation)."""
+        if "workload_count" not in queryset.query.annotations:
+            queryset = queryset.annotate(workload_count=job_workload_count())
+        lookup = self.filters[name].lookup_expr
+        return queryset.filter(**{f"workload_count__{lookup}": value})
 
 
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import F, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from kueueweb.roles import can_operate_in
 from scheduling import services
+from scheduling.filters import job_workload_count
 from scheduling.models import Job, SavedView, Workload
 from scheduling.validation import FieldError
 from scheduling.web import tables
@@ -95,19 +96,7 @@ def load_rows(ids: list[int], state: tables.ViewState) -> list[dict[str, Any]]:
         queryset = tables.grouped(queryset, state.grouping)
         fields.append("group_value")
     if "workloads" in state.keys:
-        queryset = queryset.annotate(
-            workload_count=Coalesce(
-                Subquery(
-                    Workload.objects.filter(job=OuterRef("pk"))
-                    .order_by()
-                    .values("job")
-                    .annotate(n=Count("id"))
-                    .values("n")
-                ),
-                0,
-                output_field=IntegerField(),
-            )
-        )
+        queryset = queryset.annotate(workload_count=job_workload_count())
         fields.append("workload_count")
     found = {row["id"]: row for row in queryset.values(*fields, cluster_label=F("cluster__name"))}
     return [found[pk] for pk in ids if pk in found]

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connection
-from django.db.models import F, Window
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models import F
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -22,9 +22,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from kueueweb.roles import can_operate_in
 from scheduling import services
-from scheduling.choices import StopPolicy, WorkloadPhase
+from scheduling.choices import WorkloadPhase
+from scheduling.filters import queued_in_order
 from scheduling.models import ClusterQueue, LocalQueue, SavedView, Workload
-from scheduling.queue_order import QUEUE_ORDER_EXPRESSIONS
 from scheduling.validation import FieldError
 from scheduling.web import tables
 from scheduling.web.forms import WorkloadListFilter
@@ -82,10 +82,9 @@ LIST_FIELDS = (
 
 
 def pending_positions(rows: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
-    """Each pending row's 1-based position in its local queue and in its cluster queue, in
-    Kueue's queue order (``scheduling.queue_order``), as the visibility API counts them:
-    one query, numbering the pending workloads of the rows' cluster queues with window
-    functions, then keeping the rows asked for."""
+    """Each pending row's 1-based position in its local queue and in its cluster queue
+    (``scheduling.filters.queued_in_order``): one query, numbering the pending workloads of
+    the rows' cluster queues with window functions, then keeping the rows asked for."""
     pending = [
         r
         for r in rows
@@ -96,20 +95,9 @@ def pending_positions(rows: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
     ]
     if not pending:
         return {}
-    order = list(QUEUE_ORDER_EXPRESSIONS)
     numbered = (
-        Workload.objects.filter(
-            local_queue__cluster_queue_id__in={r["cq_id"] for r in pending},
-            local_queue__stop_policy=StopPolicy.NONE,
-            phase=WorkloadPhase.PENDING,
-            active=True,
-        )
-        .annotate(
-            in_lq=Window(RowNumber(), partition_by=[F("local_queue_id")], order_by=order),
-            in_cq=Window(
-                RowNumber(), partition_by=[F("local_queue__cluster_queue_id")], order_by=order
-            ),
-        )
+        queued_in_order()
+        .filter(local_queue__cluster_queue_id__in={r["cq_id"] for r in pending})
         .values_list("id", "in_lq", "in_cq")
     )
     sql, params = numbered.query.sql_with_params()

@@ -113,6 +113,33 @@ def test_filter_group_choose_columns_save_a_view_and_go_back(
     assert page.url.split("?", 1)[1] == with_position.split("?", 1)[1]
 
 
+def test_filter_by_reason_and_position_in_the_local_queue(
+    browser_page: Callable[..., Any],
+    waiting: list[Workload],
+    manager: Cluster,
+    viewer: Any,
+) -> None:
+    # The scheduler says why each waits (QuotaReserved=False).
+    Reconcilers(manager).step(timezone.now())
+    page = browser_page(viewer)
+    page.goto("/workloads/?cols=name,position,reason")
+    reason = page.locator('tr[data-workload="team-a/train-1"] td[data-reason]').inner_text()
+    assert reason.strip() not in ("", "—")
+
+    # The reason as shown, in another case; the first two of each local queue.
+    page.fill("#id_reason", reason.strip().upper())
+    page.fill("#id_position_max", "2")
+    page.click("#filter-apply")
+    page.wait_for_url(re.compile(r"position_max=2"))
+    assert "reason=" in page.url
+    assert sorted(shown(page)) == ["team-a/train-2", "team-a/train-3", "team-b/infer-1"]
+    assert page.input_value("#id_position_max") == "2"
+
+    # A position that is not a whole number is named above the table.
+    page.goto("/workloads/?position_max=two")
+    assert "position_max:" in page.inner_text("#filter-errors")
+
+
 def test_bulk_deactivate_with_confirmation_and_export(
     browser_page: Callable[..., Any],
     waiting: list[Workload],
@@ -185,6 +212,19 @@ def test_job_list_from_the_nav_filter_group_and_bulk_delete(
     page.click("#filter-apply")
     page.wait_for_url(re.compile(r"q=RAI"))
     assert shown(page, "data-job") == ["team-a/train"]
+
+    # The workload count: each job has one.
+    page.goto("/jobs/?cols=name,workloads")
+    page.fill("#id_workloads_min", "1")
+    page.fill("#id_workloads_max", "1")
+    page.click("#filter-apply")
+    page.wait_for_url(re.compile(r"workloads_max=1"))
+    assert len(shown(page, "data-job")) == 3
+    page.fill("#id_workloads_min", "2")
+    page.fill("#id_workloads_max", "")
+    page.click("#filter-apply")
+    page.wait_for_url(re.compile(r"workloads_min=2"))
+    assert shown(page, "data-job") == []
 
     page.goto("/jobs/?group=state&sort=name")
     assert "(3)" in page.inner_text('[data-group-toggle="Pending"]')

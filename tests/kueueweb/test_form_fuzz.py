@@ -257,6 +257,7 @@ def _fuzz_ui_forms(application: Any, user: User, manager: Cluster, watch: Watch)
             "state": st.one_of(st.sampled_from(["Pending", "Admitted", "evicted", "inactive"]),
                                st.text(max_size=10)),
             "priority_min": numbers_as_typed, "priority_max": numbers_as_typed,
+            "reason": st.text(max_size=30), "position_max": numbers_as_typed,
             "q": st.text(max_size=30), "sort": st.one_of(st.sampled_from(["-name", "state"]),
                                                          st.text(max_size=10)),
             "page": numbers_as_typed}))
