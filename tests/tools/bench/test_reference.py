@@ -6,40 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.tools.bench.shapes import one_queue_shape
 from tools.bench.model import run_model
 from tools.bench.reference import cache_key, model_reference
-from tools.bench.shape import Shape, read_shape
+from tools.bench.shape import Shape
 
 
 def _shape(count: int = 4, *, name: str = "t") -> Shape:
-    return read_shape(
-        {
-            "name": name,
-            "cohorts": [
-                {
-                    "className": "cohort",
-                    "count": 1,
-                    "queuesSets": [
-                        {
-                            "className": "cq",
-                            "count": 1,
-                            "nominalQuota": 1,
-                            "workloadsSets": [
-                                {
-                                    "count": count,
-                                    "creationIntervalMs": 100,
-                                    "workloads": [
-                                        {"className": "small", "runtimeMs": 300, "request": 1}
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                }
-            ],
-            "lowerBoundWallMs": 1000,
-        }
-    )
+    return one_queue_shape(count, runtime_ms=300, name=name, lower_bound_wall_ms=1000)
 
 
 def test_the_figures_are_the_models_and_come_from_the_cache_the_second_time(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.tools.bench.shapes import one_queue_shape
 from tools.bench.report import (
     QueueLimits,
     Timing,
@@ -16,7 +17,7 @@ from tools.bench.report import (
     percentile,
     replay,
 )
-from tools.bench.shape import Shape, read_shape
+from tools.bench.shape import Shape
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LIMITS = {"a": QueueLimits("c", 2000, 1000, "cq"), "b": QueueLimits("c", 2000, 1000, "cq")}
@@ -109,13 +110,7 @@ def test_an_admission_a_hair_before_the_scheduled_time_waits_zero() -> None:
 def _tiny_shape(lower_bound_wall_ms: int | None) -> Shape:
     # One cpu; two 1 cpu x 1 s workloads due at 0.1 s and 0.2 s: the bound is 2 s of wall
     # (0.1 s to 2.1 s), and one of the two must wait 0.9 s, so the floor is 0.45 s.
-    doc: dict[str, Any] = {"name": "tiny", "cohorts": [{"className": "cohort", "count": 1,
-        "queuesSets": [{"className": "cq", "count": 1, "nominalQuota": 1,
-                        "workloadsSets": [{"count": 2, "creationIntervalMs": 100, "workloads": [
-                            {"className": "small", "runtimeMs": 1000, "request": 1}]}]}]}]}
-    if lower_bound_wall_ms is not None:
-        doc["lowerBoundWallMs"] = lower_bound_wall_ms
-    return read_shape(doc)
+    return one_queue_shape(2, name="tiny", lower_bound_wall_ms=lower_bound_wall_ms)
 
 
 def _summary(**overrides: Any) -> dict[str, Any]:
