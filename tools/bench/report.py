@@ -4,7 +4,9 @@ Times come from the workloads (``created_at``, ``quota_reserved_at``, the Finish
 condition) and from the shape's timeline: each workload's *scheduled* creation, the moment
 Kueue's generator would create it. The generator may fall behind; the difference between
 actual and scheduled creation is the creation lag, and time to admission is given from
-both moments, since a lag hides waiting from the figure counted from actual creation. Admissions and releases come from the Events the reconcilers wrote
+both moments, since a lag hides waiting from the figure counted from actual creation.
+
+Admissions and releases come from the Events the reconcilers wrote
 (QuotaReserved, QuotaReleased, Finished, Preempted), replayed in the order they were
 written, which is the order the transactions that wrote them committed: that replay checks
 that no cluster queue or cohort ever held more than its quota and that no workload held
@@ -217,11 +219,11 @@ def summarize(
 
     counts = Counter(class_of.values())
     admissions, weighted, weighted_scheduled = admission_times(timings)
-    classes = {
-        klass: class_figures(counts[klass], from_created, finish_ms[klass],
-                             evictions.get(klass, 0), from_scheduled)
-        for klass, (from_created, from_scheduled) in sorted(admissions.items())
-    }
+    classes = {}
+    for klass in sorted(counts):  # every class, even one with nothing admitted
+        from_created, from_scheduled = admissions.get(klass, ([], []))
+        classes[klass] = class_figures(counts[klass], from_created, finish_ms[klass],
+                                       evictions.get(klass, 0), from_scheduled)
     usage_percent = usage_percent_per_class(limits, checked.used_milli_ms, wall_ms)
 
     summary: dict[str, Any] = {
