@@ -84,12 +84,14 @@ class Generator(threading.Thread):
                 due.append(head)
                 head = next(upcoming, None)
             self.stats.max_lag_ms = max(self.stats.max_lag_ms, elapsed_ms - due[0].at_ms)
-            services.create_workloads([_request(c) for c in due], cluster=domain)
+            services.create_workloads([workload_request(c) for c in due], cluster=domain)
             self.stats.created += len(due)
             self.stats.requests += 1
 
 
-def _request(creation: Creation) -> services.WorkloadRequest:
+def workload_request(creation: Creation) -> services.WorkloadRequest:
+    """The request that creates ``creation`` as Kueue's generator would: one pod set, its
+    cpu, the run time and class labels the simulated cluster and the summary read."""
     template = creation.template
     spec = {
         "queueName": creation.queue,

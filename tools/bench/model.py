@@ -47,13 +47,15 @@ from scheduling.core import (
 )
 from scheduling.core.ordering import EVICTED_BY_PREEMPTION
 from tools.bench.report import (
+    Timing,
+    admission_times,
     class_figures,
     comparison,
+    creation_lag,
     measure_lines,
     queue_limits,
     replay,
     usage_percent_per_class,
-    work_weighted_mean,
 )
 from tools.bench.shape import Creation, Shape
 
@@ -246,15 +248,21 @@ def run_model(shape: Shape, *, requeue_batch_seconds: float = KUEUE_REQUEUE_BATC
     first = min((t.created for t in tracked), default=0.0)
     last = max((t.finished or 0.0 for t in tracked), default=0.0)
     wall_ms = (last - first) * 1000
+    # The model creates every workload at its scheduled time: no lag, one time to admission.
+    timings = [Timing(class_name=t.creation.template.class_name,
+                      work=t.creation.template.request_milli * t.creation.template.runtime_ms,
+                      scheduled_ms=t.creation.at_ms, created_ms=t.created * 1000,
+                      reserved_ms=t.reserved * 1000 if t.reserved is not None else None)
+               for t in tracked]
     per_class: dict[str, list[_Tracked]] = defaultdict(list)
     for t in tracked:
         per_class[t.creation.template.class_name].append(t)
+    admissions, weighted, weighted_scheduled = admission_times(timings)
     classes = {
         klass: class_figures(
-            len(items),
-            [(t.reserved - t.created) * 1000 for t in items if t.reserved is not None],
+            len(items), admissions.get(klass, ([], []))[0],
             [(t.finished - t.created) * 1000 for t in items if t.finished is not None],
-            sum(t.evictions for t in items))
+            sum(t.evictions for t in items), admissions.get(klass, ([], []))[1])
         for klass, items in sorted(per_class.items())
     }
     limits = queue_limits(shape)
@@ -264,6 +272,7 @@ def run_model(shape: Shape, *, requeue_batch_seconds: float = KUEUE_REQUEUE_BATC
         "config": shape.name,
         "mode": "model",
         "wallMs": round(wall_ms),
+        "wallFromScheduledMs": round(wall_ms),
         "workloads": len(tracked),
         "expectedWorkloads": shape.total_workloads,
         "admitted": sum(1 for t in tracked if t.reserved is not None),
@@ -272,17 +281,17 @@ def run_model(shape: Shape, *, requeue_batch_seconds: float = KUEUE_REQUEUE_BATC
         "evictions": sum(t.evictions for t in tracked),
         "quotaViolations": len(checked.violations),
         "violations": checked.violations[:20],
+        "creationLag": creation_lag(timings),
         "classes": classes,
-        "workWeightedTimeToAdmissionMs": work_weighted_mean(
-            (t.creation.template.request_milli * t.creation.template.runtime_ms,
-             (t.reserved - t.created) * 1000) for t in tracked if t.reserved is not None),
+        "workWeightedTimeToAdmissionMs": weighted,
+        "workWeightedTimeToAdmissionFromScheduledMs": weighted_scheduled,
         "clusterQueueUsagePercent": usage_percent_per_class(limits, checked.used_milli_ms,
                                                             wall_ms),
         "model": {"requeueBatchPeriodSeconds": requeue_batch_seconds,
                   "cycleSeconds": cycle_seconds, "cycles": model.cycles,
                   "cpuSeconds": round(time.process_time() - started, 2)},
     }
-    summary["comparison"] = comparison(shape, summary)
+    summary["comparison"] = comparison(shape, summary, model_missing="this run is the model")
     return summary
 
 

@@ -7,7 +7,10 @@
    and beat, as separate processes.
 3. The generator creates the workloads on time and the simulated cluster runs and finishes
    them; progress is printed until every workload has finished.
-4. The summary is computed from what the application recorded (``report.summarize``).
+4. The summary is computed from what the application recorded (``report.summarize``),
+   against the shape's timeline (when each workload was due), the bounds computed from
+   the shape and the zero-cost Kueue-rules model (``reference.model_reference``, computed
+   after the run so that it takes no cpu from it, and cached per shape).
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import override_settings
+from django.utils import timezone
 
 from scheduling.choices import WorkloadPhase
 from scheduling.manifests.apply import apply_manifests
 from scheduling.models import ClusterQueue, Workload
 from scheduling.services import resolve_cluster
 from tools.bench.cluster import Generator, SimulatedCluster
+from tools.bench.reference import model_reference
 from tools.bench.report import measure_lines, summarize
 from tools.bench.shape import Shape
 
@@ -172,6 +177,7 @@ def run(
     workers: int = 2,
     timeout_seconds: float = 1800.0,
     progress_seconds: float = 5.0,
+    model_cache: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run the benchmark; returns the summary. Raises BenchError.
@@ -181,11 +187,11 @@ def run(
     parameters through one more query (a tenth of the admission loop's time)."""
     with override_settings(DEBUG=False):
         return _run(shape, workers=workers, timeout_seconds=timeout_seconds,
-                    progress_seconds=progress_seconds, log=log)
+                    progress_seconds=progress_seconds, model_cache=model_cache, log=log)
 
 
 def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds: float,
-         log: Callable[[str], None]) -> dict[str, Any]:
+         model_cache: Path | None, log: Callable[[str], None]) -> dict[str, Any]:
     mode = "production" if settings.RECONCILER_MODE == "celery" else "embedded"
     if mode == "embedded" and not os.environ.get("DATABASE_URL"):
         path = use_scratch_sqlite()
@@ -208,7 +214,10 @@ def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds
         threading.Thread(target=embedded.run_forever, kwargs={"stop": stop_loop, "tick": 0.05},
                          name="kueueweb-reconcilers", daemon=True).start()
 
+    # Time 0 of the shape's timeline, on both clocks: the generator paces itself on the
+    # monotonic one, the application stamps creations and admissions on the wall clock.
     start = time.monotonic()
+    started_at = timezone.now()
     generator = Generator(cluster_id, shape.timeline(), start=start)
     cluster = SimulatedCluster(cluster_id, expected=shape.total_workloads)
     generator.start()
@@ -237,7 +246,11 @@ def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds
             "systemSeconds": round(usage_children.ru_stime, 2),
             "maxRssKb": usage_children.ru_maxrss,
         }
-    return summarize(shape, cluster_id, mode=mode, process=process, extra={
+    # The reference is Kueue's rules, its requeue batch period included, whatever this
+    # run's own setting: the figure every scheduler is compared with stays the same.
+    model = model_reference(shape, cache_dir=model_cache, log=log)
+    return summarize(shape, cluster_id, started_at=started_at, mode=mode, process=process,
+                     model=model, extra={
         "database": db["ENGINE"].rsplit(".", 1)[-1],
         "debug": settings.DEBUG,
         "requeueBatchPeriodSeconds": float(settings.KUEUEWEB["REQUEUE_BATCH_PERIOD_SECONDS"]),
@@ -247,6 +260,10 @@ def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds
                              "runsCutByPreemption": cluster.stats.lost_runs,
                              "finishRetries": cluster.stats.retries},
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "modelReference": {"cached": model["cached"], "key": model["key"],
+                           "seconds": model["model"].get("seconds"),
+                           "requeueBatchPeriodSeconds":
+                               model["model"]["requeueBatchPeriodSeconds"]},
     })
 
 

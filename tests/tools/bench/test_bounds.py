@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import heapq
+from collections import defaultdict, deque
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from scheduling.core.quantities import quantity_to_int
 from tools.bench.bounds import Arrival, fluid, lower_bounds, work_weighted
 from tools.bench.model import run_model
-from tools.bench.shape import load_shape, read_shape
+from tools.bench.shape import Creation, Shape, load_shape, read_shape
 
 SHARED_BENCH = Path(__file__).resolve().parents[3].parent / "shared" / "bench"
 
@@ -107,3 +110,95 @@ def test_tenfold_kueue_on_every_class_of_baseline_is_below_what_any_schedule_can
     assert round(bounds.wall_ms) == 66740  # the file's own arithmetic says 66 s
     assert tenfold is not None
     assert tenfold < bounds.min_work_weighted_time_to_admission_ms
+
+
+@pytest.mark.skipif(not SHARED_BENCH.is_dir(), reason="no directory of Kueue benchmark shapes (../shared/bench)")
+def test_baseline_wall_bound_is_66_74_s_not_the_shapes_66_s() -> None:
+    # The shape's arithmetic spreads 7920 cpu-s per cohort over 120 cpu from t=0 (66 s).
+    # Kueue's generator waits one interval before each workload, so the first (small)
+    # one is due at 0.1 s and the first large one at 1.2 s. Until then the small and
+    # medium work keep about a third of the cohort's 120 cpu busy; from then on work
+    # arrives faster than the cohort serves it. The fluid schedule ends at 66.84 s,
+    # 66.74 s after the first creation.
+    shape = load_shape(SHARED_BENCH / "baseline.yaml")
+    due = {}
+    for creation in shape.timeline():
+        due.setdefault(creation.template.class_name, creation.at_ms)
+
+    assert due == {"small": 100, "medium": 500, "large": 1200}
+    assert round(lower_bounds(shape).wall_ms) == 66740
+    assert shape.lower_bound_wall_ms == 66000  # what the file says, and why it is not used
+
+
+@pytest.mark.skipif(not SHARED_BENCH.is_dir(), reason="no directory of Kueue benchmark shapes (../shared/bench)")
+def test_large_scale_wall_bound_is_4_41_s_below_the_shapes_5_s() -> None:
+    shape = load_shape(SHARED_BENCH / "large-scale.yaml")
+    timeline = list(shape.timeline())
+    bounds = lower_bounds(shape)
+
+    assert len(timeline) == 50_000
+    assert (timeline[0].at_ms, timeline[-1].at_ms) == (60, 3300)  # created over 3.3 s
+    assert round(bounds.wall_ms) == 4410
+    assert shape.lower_bound_wall_ms == 5000  # above the bound: a run could beat "the bound"
+    assert round(bounds.min_work_weighted_time_to_admission_ms) == 442
+
+
+def _greedy_wall_ms(shape: Shape) -> int:
+    """The wall of a plain schedule: at every arrival or finish, each cluster queue admits
+    its oldest workloads while they fit its nominal quota plus borrowing limit and the
+    cohort's free quota. A schedule that exists is an upper bound on the best one."""
+    ceiling, cohort_of, capacity = {}, {}, defaultdict(int)
+    for queue in shape.queues():
+        nominal = quantity_to_int("cpu", queue.spec.nominal_quota)
+        limit = queue.spec.borrowing_limit
+        ceiling[queue.name] = nominal + (quantity_to_int("cpu", limit) if limit else 10**12)
+        cohort_of[queue.name] = queue.cohort
+        capacity[queue.cohort] += nominal
+    by_cohort: dict[str, list[Creation]] = defaultdict(list)
+    for creation in shape.timeline():
+        by_cohort[cohort_of[creation.queue]].append(creation)
+    first = min(c.at_ms for creations in by_cohort.values() for c in creations)
+    end = 0
+    for cohort, creations in by_cohort.items():
+        arrivals: dict[int, list[Creation]] = defaultdict(list)
+        for creation in creations:
+            arrivals[creation.at_ms].append(creation)
+        finishes: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        times = sorted(arrivals)
+        waiting: dict[str, deque[Creation]] = defaultdict(deque)
+        used: dict[str, int] = defaultdict(int)
+        free = capacity[cohort]
+        while times:
+            now = heapq.heappop(times)
+            for creation in arrivals.pop(now, []):
+                waiting[creation.queue].append(creation)
+            for queue, cpu in finishes.pop(now, []):
+                used[queue] -= cpu
+                free += cpu
+            for queue, queued in waiting.items():
+                while queued and (cpu := queued[0].template.request_milli) <= free and (
+                        used[queue] + cpu <= ceiling[queue]):
+                    done = now + queued.popleft().template.runtime_ms
+                    free -= cpu
+                    used[queue] += cpu
+                    if done not in arrivals and done not in finishes:
+                        heapq.heappush(times, done)
+                    finishes[done].append((queue, cpu))
+                    end = max(end, done)
+    return end - first
+
+
+@pytest.mark.skipif(not SHARED_BENCH.is_dir(), reason="no directory of Kueue benchmark shapes (../shared/bench)")
+@pytest.mark.parametrize(("name", "above"), [
+    ("baseline", 70745),  # a schedule within 6 % of the bound exists
+    ("large-scale", 5000),  # the file's "lower bound" is beaten
+])
+def test_a_plain_schedule_never_beats_the_bound_and_lands_close_to_it(
+        name: str, above: int) -> None:
+    # An independent check of bounds.py from the other side: no schedule that exists can
+    # finish before the bound, and this simple one finishes not far after it.
+    shape = load_shape(SHARED_BENCH / f"{name}.yaml")
+
+    wall = _greedy_wall_ms(shape)
+
+    assert lower_bounds(shape).wall_ms <= wall < above

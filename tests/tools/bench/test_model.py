@@ -101,6 +101,14 @@ def test_the_command_prints_and_writes_the_model_summary(tmp_path: Path) -> None
     assert (summary["workloads"], summary["finished"]) == (10, 10)
     assert "requeue batch period 0.5s" in printed
     assert "quota violations 0" in printed
+    # The model creates every workload when it is due: no lag, one time to admission.
+    assert summary["creationLag"] == {"p50Ms": 0, "p99Ms": 0, "maxMs": 0,
+                                      "atEndOfCreationMs": 0}
+    assert (summary["workWeightedTimeToAdmissionFromScheduledMs"]
+            == summary["workWeightedTimeToAdmissionMs"])
+    assert "reference ratios: wall / wall bound" in printed
+    assert "weighted TTA / TTA floor" in printed
+    assert "weighted TTA / zero-cost Kueue-rules model: this run is the model" in printed
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -109,14 +117,27 @@ def test_the_command_prints_and_writes_the_model_summary(tmp_path: Path) -> None
     (["--model", "--requeue-batch-period", "-1"], "--requeue-batch-period must not be"),
 ])
 def test_bad_model_options_are_refused(tmp_path: Path, args: list[str], message: str) -> None:
+    config = _one_workload_shape(tmp_path)
+
+    with pytest.raises(CommandError, match=message):
+        _call("--config", str(config), *args)
+
+
+def test_a_model_cache_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    config = _one_workload_shape(tmp_path)
+    (tmp_path / "cache").write_text("")
+
+    with pytest.raises(CommandError, match="--model-cache: .* is not a directory"):
+        _call("--config", str(config), "--model-cache", str(tmp_path / "cache"))
+
+
+def _one_workload_shape(tmp_path: Path) -> Path:
     config = tmp_path / "shape.yaml"
     config.write_text(json.dumps({"name": "t", "cohorts": [{"className": "c", "count": 1,
                                   "queuesSets": [{"className": "cq", "count": 1,
                                                   "nominalQuota": 1,
                                                   "workloadsSets": [_set(1, 100, "s", 1)]}]}]}))
-
-    with pytest.raises(CommandError, match=message):
-        _call("--config", str(config), *args)
+    return config
 
 
 def _call(*args: str) -> str:

@@ -253,6 +253,10 @@ class Command(BaseCommand):
         scheduler.add_argument("--timeout", type=float, default=1800.0,
                                help="give up after this many seconds (default 1800)")
         scheduler.add_argument(
+            "--model-cache", metavar="DIR", default=None,
+            help="where the zero-cost Kueue-rules model's figures are kept, per shape and "
+            "code (default $XDG_CACHE_HOME/kueueweb/bench-model)")
+        scheduler.add_argument(
             "--model", action="store_true",
             help="run the shape through the engine alone in virtual time (every cycle, "
             "write and pod start costs nothing): the figures a scheduler with Kueue's "
@@ -292,9 +296,16 @@ class Command(BaseCommand):
         if options["model"]:
             self._model(shape, options)
             return
+        from pathlib import Path
+
+        from tools.bench.reference import default_cache_dir
+
+        cache = Path(options["model_cache"]) if options["model_cache"] else default_cache_dir()
+        if cache.exists() and not cache.is_dir():
+            raise CommandError(f"--model-cache: {cache} is not a directory")
         try:
             summary = bench_run.run(shape, workers=options["workers"],
-                                    timeout_seconds=options["timeout"],
+                                    timeout_seconds=options["timeout"], model_cache=cache,
                                     log=lambda line: self.stdout.write(line))
         except bench_run.BenchError as exc:
             raise CommandError(str(exc)) from exc
