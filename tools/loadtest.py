@@ -480,7 +480,7 @@ def endpoints() -> list[Endpoint]:
     pages = [
         ("overview", "/"),
         ("overview: domain region", f"/overview/domains/{cluster}/"),
-        ("overview: history region", "/overview/history/?hours=24"),
+        ("overview: history data", "/overview/history/data/?hours=24"),
         ("workloads page", "/workloads/"),
         ("workloads page: pending by priority", "/workloads/?state=Pending&sort=-priority"),
         ("workloads page: by cluster queue", f"/workloads/?cluster_queue={cq}"),
