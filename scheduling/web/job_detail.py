@@ -49,7 +49,7 @@ _INTEGER = re.compile(r"^[+-]?\d+$")
 _DIGITS_READ = 20
 
 
-def _get_job(cluster: str, namespace: str, kind: str, name: str) -> Job:
+def get_job(cluster: str, namespace: str, kind: str, name: str) -> Job:
     jobs = Job.objects.select_related("cluster").filter(cluster__name=cluster,
                                                           namespace=namespace)
     try:
@@ -257,7 +257,7 @@ def job_by_name(request: HttpRequest, cluster: str, namespace: str, name: str) -
 @reader_required
 def job_detail(request: HttpRequest, cluster: str, namespace: str, kind: str,
                name: str) -> HttpResponse:
-    job = _get_job(cluster, namespace, kind, name)
+    job = get_job(cluster, namespace, kind, name)
     context = _job_context(job, request, JOB_REGIONS, page=True)
     context["live_clusters"] = str(job.cluster_id)
     return render(request, "scheduling/job_detail.html", context)
@@ -270,7 +270,7 @@ def job_region(
 ) -> HttpResponse:
     if region not in JOB_REGIONS:
         raise Http404("No such region.")
-    job = _get_job(cluster, namespace, kind, name)
+    job = get_job(cluster, namespace, kind, name)
     return render(request, f"scheduling/_job_{region}.html",
                   _job_context(job, request, (region,)))
 
@@ -342,7 +342,7 @@ def job_scale(request: HttpRequest, cluster: str, namespace: str, kind: str,
               name: str) -> HttpResponse:
     """Set the counts of the job's scalable pod sets (one field each, named as
     ``slices.scale_control`` names them); back to the page the form came from (``next``)."""
-    job = _get_job(cluster, namespace, kind, name)
+    job = get_job(cluster, namespace, kind, name)
     if not can_operate_in(request.user, job.namespace):
         raise PermissionDenied(f"You may not scale jobs in namespace {job.namespace!r}.")
     back = _safe_next(request, job)

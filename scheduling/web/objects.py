@@ -30,17 +30,17 @@ from scheduling.manifests.codec import (
 )
 from scheduling.manifests.yamlio import dump_documents
 from scheduling.models import Cohort, FlavorQuota, ResourceFlavor
-from scheduling.web.job_detail import _get_job
+from scheduling.web.job_detail import get_job
 from scheduling.web.queues import (
     ResourceUsage,
     View,
-    _cluster_queue,
-    _local_queue,
     domain_snapshot,
     domain_usage,
+    get_cluster_queue,
+    get_local_queue,
     role_required,
 )
-from scheduling.web.workloads import _get_workload
+from scheduling.web.workloads import get_workload
 
 # --- YAML ------------------------------------------------------------------------------------
 
@@ -97,15 +97,15 @@ def _resource_flavor(cluster: str, name: str) -> ResourceFlavor:
     )
 
 
-cluster_queue_yaml = object_yaml(_cluster_queue, CLUSTER_QUEUE.to_manifest, "ui-clusterqueue")
-local_queue_yaml = object_yaml(_local_queue, LOCAL_QUEUE.to_manifest, "ui-localqueue")
+cluster_queue_yaml = object_yaml(get_cluster_queue, CLUSTER_QUEUE.to_manifest, "ui-clusterqueue")
+local_queue_yaml = object_yaml(get_local_queue, LOCAL_QUEUE.to_manifest, "ui-localqueue")
 cohort_yaml = object_yaml(_cohort, COHORT.to_manifest, "ui-cohort")
 resource_flavor_yaml = object_yaml(
     _resource_flavor, RESOURCE_FLAVOR.to_manifest, "ui-resourceflavor"
 )
 # A Workload as Kueue's API serves it; a job as submitted, with its status, as Kubernetes does.
-workload_yaml = object_yaml(_get_workload, workload_to_dict, "ui-workload")
-job_yaml = object_yaml(_get_job, job_to_dict, "ui-job")
+workload_yaml = object_yaml(get_workload, workload_to_dict, "ui-workload")
+job_yaml = object_yaml(get_job, job_to_dict, "ui-job")
 
 
 # --- Cohort page -----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from multicluster.choices import ConnectionType
 from multicluster.kube import job_pods as kube_pods
 from multicluster.kube.errors import KubeApiError, KubeError
 from scheduling.web import job_pods, slices
-from scheduling.web.job_detail import _get_job
+from scheduling.web.job_detail import get_job
 from scheduling.web.workloads import reader_required
 
 logger = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def _page(request: HttpRequest, context: dict[str, Any], status: int) -> HttpRes
 def job_pod_logs(
     request: HttpRequest, cluster: str, namespace: str, kind: str, name: str, pod: str
 ) -> HttpResponse:
-    job = _get_job(cluster, namespace, kind, name)
+    job = get_job(cluster, namespace, kind, name)
     label = f"{job.namespace}/{job.name}"
     if job.cluster.connection_type != ConnectionType.KUBERNETES:
         raise Http404(

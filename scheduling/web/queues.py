@@ -618,7 +618,7 @@ def _held_text(wl: Workload) -> str:
     return ", ".join(f"{r}: {format_amount(r, v)}" for r, v in sorted(totals.items()))
 
 
-def _cluster_queue(cluster: str, name: str) -> ClusterQueue:
+def get_cluster_queue(cluster: str, name: str) -> ClusterQueue:
     return get_object_or_404(
         ClusterQueue.objects.select_related("cluster", "cohort"), cluster__name=cluster, name=name)
 
@@ -643,7 +643,7 @@ def _cq_admitted_context(request: HttpRequest, cq: ClusterQueue) -> dict[str, An
 
 @role_required
 def cluster_queue_page(request: HttpRequest, cluster: str, name: str) -> HttpResponse:
-    cq = _cluster_queue(cluster, name)
+    cq = get_cluster_queue(cluster, name)
     context = {
         **_cq_summary_context(cq),
         **_cq_pending_context(request, cq),
@@ -655,24 +655,24 @@ def cluster_queue_page(request: HttpRequest, cluster: str, name: str) -> HttpRes
 
 @role_required
 def cluster_queue_summary_partial(request: HttpRequest, cluster: str, name: str) -> HttpResponse:
-    cq = _cluster_queue(cluster, name)
+    cq = get_cluster_queue(cluster, name)
     return render(request, "scheduling/clusterqueue_summary.html", _cq_summary_context(cq))
 
 
 @role_required
 def cluster_queue_pending_partial(request: HttpRequest, cluster: str, name: str) -> HttpResponse:
-    cq = _cluster_queue(cluster, name)
+    cq = get_cluster_queue(cluster, name)
     return render(request, "scheduling/clusterqueue_pending.html", _cq_pending_context(request, cq))
 
 
 @role_required
 def cluster_queue_admitted_partial(request: HttpRequest, cluster: str, name: str) -> HttpResponse:
-    cq = _cluster_queue(cluster, name)
+    cq = get_cluster_queue(cluster, name)
     return render(request, "scheduling/clusterqueue_admitted.html",
                   _cq_admitted_context(request, cq))
 
 
-def _local_queue(cluster: str, namespace: str, name: str) -> LocalQueue:
+def get_local_queue(cluster: str, namespace: str, name: str) -> LocalQueue:
     return get_object_or_404(
         LocalQueue.objects.select_related("cluster", "cluster_queue"),
         cluster__name=cluster, namespace=namespace, name=name)
@@ -705,7 +705,7 @@ def _lq_admitted_context(request: HttpRequest, lq: LocalQueue) -> dict[str, Any]
 
 @role_required
 def local_queue_page(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
-    lq = _local_queue(cluster, namespace, name)
+    lq = get_local_queue(cluster, namespace, name)
     context = {
         **_lq_summary_context(lq),
         **_lq_pending_context(request, lq),
@@ -719,7 +719,7 @@ def local_queue_page(request: HttpRequest, cluster: str, namespace: str, name: s
 def local_queue_summary_partial(
     request: HttpRequest, cluster: str, namespace: str, name: str
 ) -> HttpResponse:
-    lq = _local_queue(cluster, namespace, name)
+    lq = get_local_queue(cluster, namespace, name)
     return render(request, "scheduling/localqueue_summary.html", _lq_summary_context(lq))
 
 
@@ -727,7 +727,7 @@ def local_queue_summary_partial(
 def local_queue_pending_partial(
     request: HttpRequest, cluster: str, namespace: str, name: str
 ) -> HttpResponse:
-    lq = _local_queue(cluster, namespace, name)
+    lq = get_local_queue(cluster, namespace, name)
     return render(request, "scheduling/localqueue_pending.html", _lq_pending_context(request, lq))
 
 
@@ -735,6 +735,6 @@ def local_queue_pending_partial(
 def local_queue_admitted_partial(
     request: HttpRequest, cluster: str, namespace: str, name: str
 ) -> HttpResponse:
-    lq = _local_queue(cluster, namespace, name)
+    lq = get_local_queue(cluster, namespace, name)
     return render(request, "scheduling/localqueue_admitted.html",
                   _lq_admitted_context(request, lq))

@@ -74,7 +74,7 @@ def reader_required(view: View) -> View:
 # =========================================================================================
 
 
-def _get_workload(cluster: str, namespace: str, name: str) -> Workload:
+def get_workload(cluster: str, namespace: str, name: str) -> Workload:
     return get_object_or_404(
         Workload.objects.select_related("cluster", "job", "local_queue", "cluster_queue"),
         cluster__name=cluster, namespace=namespace, name=name,
@@ -463,7 +463,7 @@ def _detail_context(
 @reader_required
 def workload_detail(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
     try:
-        wl = _get_workload(cluster, namespace, name)
+        wl = get_workload(cluster, namespace, name)
     except Http404:
         # A link to a MultiKueue copy that was cleaned up says where the workload went.
         removed = _removed_copy(cluster, namespace, name)
@@ -483,7 +483,7 @@ def workload_region(
 ) -> HttpResponse:
     if region not in DETAIL_REGIONS:
         raise Http404("No such region.")
-    wl = _get_workload(cluster, namespace, name)
+    wl = get_workload(cluster, namespace, name)
     context = _detail_context(wl, request, (region,))
     return render(request, f"scheduling/_workload_{region}.html", context)
 
@@ -510,7 +510,7 @@ def workload_action(
 ) -> HttpResponse:
     if action not in ACTIONS:
         raise Http404("No such action.")
-    wl = _get_workload(cluster, namespace, name)
+    wl = get_workload(cluster, namespace, name)
     if not can_operate_in(request.user, wl.namespace):
         raise PermissionDenied(f"You may not act on workloads in namespace {wl.namespace!r}.")
     detail_url = reverse("ui-workload", kwargs={"cluster": cluster, "namespace": namespace,
