@@ -44,9 +44,13 @@ def reserved_cpu(cluster: Cluster) -> int:
     return total
 
 
-def reasons(wl: Workload) -> list[str]:
-    return list(Event.objects.filter(workload=wl).order_by("id")
-                .values_list("reason", flat=True))
+def reasons(wl: Workload, *, about: str | None = None) -> list[str]:
+    """The reasons of the workload's events, oldest first; ``about`` keeps only those about
+    objects of that kind (its pods have FailedScheduling events of their own)."""
+    events = Event.objects.filter(workload=wl)
+    if about is not None:
+        events = events.filter(object_kind=about)
+    return list(events.order_by("id").values_list("reason", flat=True))
 
 
 def set_config(settings: Any, **values: Any) -> None:
@@ -360,9 +364,9 @@ def test_gang_on_fragmented_nodes_waits_then_is_requeued(
     assert "2 of 3 pods fit" in group.message
 
     reconcilers.step(at(t0, 300))
-    assert "FailedScheduling" not in reasons(wl)
+    assert "FailedScheduling" not in reasons(wl, about="Workload")
     reconcilers.step(at(t0, 301))
-    assert "FailedScheduling" in reasons(wl)
+    assert "FailedScheduling" in reasons(wl, about="Workload")
     group.refresh_from_db()
     assert group.timeouts == 1
     assert group.bound_at is None
