@@ -1951,6 +1951,10 @@ def _handler_for(api: FakeKubeAPI) -> type[BaseHTTPRequestHandler]:
 
         def setup(self) -> None:
             super().setup()
+            # As kube-apiserver (Go turns Nagle's algorithm off on every connection): the
+            # headers and the body go out as two writes, and with Nagle the body waited
+            # for the client's delayed ACK, 40 ms on every kept-alive request.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with api._cond:
                 api._connections.add(self.connection)
 
