@@ -68,6 +68,9 @@ def test_bench_kube_starts_every_job_without_a_list_per_job() -> None:
     assert "20 admitted jobs created and unsuspended" in out
     # Each job is created once, already unsuspended, and no job is read back by a list.
     assert re.search(r"create jobs\s+20\s+1\.000/job", out)
+    # The namespace is made sure of once per pass, not once per job.
+    assert re.search(r"get namespaces\s+1\s", out)
+    assert not re.search(r"get namespaces\s+(?:[2-9]|\d\d+)\s", out)
     per_job = re.search(r"20 admitted jobs .*?: (\d+) jobs/s\n  API calls: (\d+) in all", out)
     assert per_job is not None
     assert int(per_job.group(1)) > 0
