@@ -117,6 +117,8 @@ def test_command_prints_both_sizes_their_ratio_and_a_profile(tmp_path: Path) -> 
     assert "pending=    200:" in text
     assert text.count("admissions/s; cycle mean") == 2
     assert "cycle cost at 200 pending / at 50:" in text
+    assert text.count("µs per head") == 2
+    assert "(per head: " in text
     assert "profile of the cycles at pending=200:" in text
     assert "run_cycle" in text or "cycle.py" in text
 

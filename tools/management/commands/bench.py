@@ -440,6 +440,7 @@ class Command(BaseCommand):
         )
         profiler = cProfile.Profile() if options["profile"] else None
         means: list[float] = []
+        per_head: list[float] = []
         for size in pending:
             runs = []
             for attempt in range(max(1, options["repeat"])):
@@ -461,18 +462,20 @@ class Command(BaseCommand):
             # least disturbed by other processes.
             run = min(runs, key=lambda r: sum(r.cycle_cpu_seconds))
             means.append(run.cycle_ms())
+            per_head.append(sum(run.cycle_cpu_seconds) * 1e6 / max(run.heads, 1))
             self.stdout.write(
                 f"  pending={size:>7}: {run.admissions / run.cycles:.0f} admissions and "
                 f"{run.heads / run.cycles:.0f} heads per cycle, "
                 f"{run.admissions_per_second:,.0f} admissions/s; cycle mean "
                 f"{run.cycle_ms():.1f} ms, p50 {run.cycle_ms(0.5):.1f} ms, p99 "
-                f"{run.cycle_ms(0.99):.1f} ms; {run.preemptions} preempted; between "
+                f"{run.cycle_ms(0.99):.1f} ms, {per_head[-1]:.0f} µs per head; "
+                f"{run.preemptions} preempted; between "
                 f"cycles {run.between_cpu_seconds * 1000 / run.cycles:.1f} ms"
             )
         if len(means) > 1 and means[0] > 0:
             self.stdout.write(
                 f"  cycle cost at {pending[-1]} pending / at {pending[0]}: "
-                f"{means[-1] / means[0]:.2f}"
+                f"{means[-1] / means[0]:.2f} (per head: {per_head[-1] / per_head[0]:.2f})"
             )
         if profiler is not None:
             self.stdout.write(f"profile of the cycles at pending={pending[-1]}:")
