@@ -302,6 +302,9 @@ class _Pass:
         self.now = now
         self.outcome = outcome
         self.events: list[Event] = []
+        # The namespaces this pass has made sure of: one read per namespace and pass,
+        # not one per job created in it.
+        self.namespaces_ensured: set[str] = set()
         # The cluster's job objects of ours, by watch kind name and "namespace/name".
         self.remote: dict[tuple[str, str], dict[str, Any]] = {}
         self.integrations = enabled_job_kinds()
@@ -745,8 +748,9 @@ class _Pass:
             integration, job.manifest, namespace=job.namespace, origin=origin(),
             workload_name=wl.name, job_uid=str(job.uid), infos=infos,
             gang_workload=gang_workload_name(integration, gang_owner) if gang else None)
-        if self.cluster.create_namespaces:
+        if self.cluster.create_namespaces and job.namespace not in self.namespaces_ensured:
             self.backend.ensure_namespace(job.namespace)
+            self.namespaces_ensured.add(job.namespace)
         try:
             created = self.backend.create_job(body, resource=self._resource(job))
         except KubeApiError as exc:

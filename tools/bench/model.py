@@ -90,6 +90,25 @@ def specs(shape: Shape) -> tuple[list[CohortSpec], list[ClusterQueueSpec]]:
     return cohorts, cqs
 
 
+def workload_for(creation: Creation, *, now: float, name: str | None = None) -> Workload:
+    """The engine's workload for a creation of the shape (one pod of the template's cpu),
+    created at ``now``; ``name`` tells apart repeated creations."""
+    template = creation.template
+    name = name or creation.name
+    return Workload(
+        namespace=creation.queue, name=name, queue_name=creation.queue,
+        priority=template.priority, creation_time=now, uid=name,
+        pod_sets=(PodSet("main", 1, {"cpu": template.request_milli}),),
+    )
+
+
+def evicted(workload: Workload, now: float) -> Workload:
+    """A preemption victim as it queues again: no admission, evicted and requeued at ``now``."""
+    return dataclasses.replace(
+        workload, admission=None, quota_reserved_time=None,
+        evicted_reason=EVICTED_BY_PREEMPTION, evicted_time=now, requeued=True)
+
+
 @dataclass
 class _Tracked:
     id: int
@@ -142,12 +161,7 @@ class _Model:
     # --- what happens outside the scheduler ----------------------------------------------
 
     def create(self, creation: Creation, now: float) -> None:
-        template = creation.template
-        wl = Workload(
-            namespace=creation.queue, name=creation.name, queue_name=creation.queue,
-            priority=template.priority, creation_time=now, uid=creation.name,
-            pod_sets=(PodSet("main", 1, {"cpu": template.request_milli}),),
-        )
+        wl = workload_for(creation, now=now)
         self.tracked[wl.key] = _Tracked(len(self.tracked), creation, now, creation.queue)
         self.queues.add_or_update_workload(wl, now=now)
 
@@ -206,10 +220,7 @@ class _Model:
             if info is None:
                 continue
             self.tracked[target.workload_key].evictions += 1
-            victim = dataclasses.replace(
-                info.workload, admission=None, quota_reserved_time=None,
-                evicted_reason=EVICTED_BY_PREEMPTION, evicted_time=done, requeued=True)
-            self.queues.add_or_update_workload(victim, now=done)
+            self.queues.add_or_update_workload(evicted(info.workload, done), now=done)
         return bool(result.admitted or result.preemption_targets)
 
     def run(self, timeline: Iterator[Creation]) -> None:
