@@ -1,6 +1,6 @@
 """``bench kube``: the Kubernetes backend creating and starting admitted jobs.
 
-kueueweb's Kubernetes API test server (``tools.kube_api.FakeKubeAPI``, the one the backend
+kueueweb's Kubernetes API test server (``tools.bench.kube_api.FakeKubeAPI``, the one the backend
 tests run against: the real HTTP API, over a socket) stands in for the cluster. A worker
 cluster is registered for it in a fresh database, with one cluster queue whose quota admits
 every job; ``jobs`` batch/v1 Jobs are submitted to it and admitted by the admission cycle.
@@ -21,7 +21,7 @@ from typing import Any
 from django.core.management import call_command
 from django.utils import timezone
 
-from tools.kube_api import FakeKubeAPI, Recorded
+from tools.bench.kube_api import FakeKubeAPI, Recorded
 
 BENCH_QUEUE = "bench"
 # A job's requests are counted at their cpu; the queue holds all of them at once.

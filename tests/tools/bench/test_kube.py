@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tools.bench.kube import classify
-from tools.kube_api import Recorded
+from tools.bench.kube_api import Recorded
 
 ROOT = Path(__file__).resolve().parents[3]
 
