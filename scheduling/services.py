@@ -710,9 +710,6 @@ def create_workloads(
                         explicit_path=prefix + "spec.priority",
                     )
                 priorities.append(resolved[cache_key])
-            existing = _existing_names(domain, keys)
-            if existing:
-                raise ConflictError(f'workloads.kueue.x-k8s.io "{existing[0]}" already exists')
             # An owner gets one Workload, even from two requests at once.
             owner_ids = [job.pk for job in owners.values()]
             list(Job.objects.select_for_update().filter(pk__in=owner_ids).values_list("pk"))
@@ -751,7 +748,10 @@ def create_workloads(
                 workload.queued_at = workload.created_at
             return created
     except IntegrityError as exc:
-        name = requests[0].name if len(requests) == 1 else "of this request"
+        # Rolled back: the names taken are looked for now, to name one.
+        existing = _existing_names(domain, keys)
+        name = existing[0] if existing else (
+            requests[0].name if len(requests) == 1 else "of this request")
         raise ConflictError(f'workloads.kueue.x-k8s.io "{name}" already exists') from exc
 
 
@@ -800,7 +800,10 @@ def _owner_of(domain: Cluster, namespace: str, references: Any) -> tuple[Job | N
 
 
 def _existing_names(domain: Cluster, keys: Sequence[tuple[str, str]]) -> list[str]:
-    """Names of ``keys`` (namespace, name) that already exist in the domain."""
+    """Names of ``keys`` (namespace, name) that already exist in the domain.
+
+    Asked only once an INSERT has failed: a name taken is rare, and looking for one before
+    every batch would cost a query as long as the INSERT itself."""
     wanted = set(keys)
     found = Workload.objects.filter(
         cluster=domain, namespace__in={ns for ns, _ in keys}, name__in={n for _, n in keys},
@@ -811,12 +814,15 @@ def _existing_names(domain: Cluster, keys: Sequence[tuple[str, str]]) -> list[st
 def _local_queues(
     domain: Cluster, keys: Sequence[tuple[str, str]]
 ) -> dict[tuple[str, str], LocalQueue]:
-    """The LocalQueues named by (namespace, queue name) that exist, in one query."""
+    """The LocalQueues named by (namespace, queue name) that exist, in one query.
+
+    Selected by namespace only: a namespace holds a few local queues, and a filter on the
+    names as well would make the database probe every (namespace, name) combination of the
+    two lists over its index, a million probes for a thousand queues."""
     wanted = {key for key in keys if key[1]}
     if not wanted:
         return {}
-    found = LocalQueue.objects.filter(
-        cluster=domain, namespace__in={ns for ns, _ in wanted}, name__in={n for _, n in wanted})
+    found = LocalQueue.objects.filter(cluster=domain, namespace__in={ns for ns, _ in wanted})
     return {(lq.namespace, lq.name): lq for lq in found if (lq.namespace, lq.name) in wanted}
 
 

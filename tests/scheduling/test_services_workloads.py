@@ -226,6 +226,32 @@ def test_workload_name_must_be_free(manager: Cluster) -> None:
     assert Workload.objects.count() == 1
 
 
+def test_a_batch_with_a_taken_name_names_it_and_creates_none(
+        manager: Cluster, user_queue: LocalQueue) -> None:
+    services.create_workload(spec(), namespace="team-b", name="taken")
+    batch = [services.WorkloadRequest(namespace, name, spec())
+             for namespace, name in (("team-a", "first"), ("team-b", "taken"), ("team-a", "last"))]
+
+    with pytest.raises(services.ConflictError,
+                       match='workloads.kueue.x-k8s.io "taken" already exists'):
+        services.create_workloads(batch, cluster=manager)
+    assert list(Workload.objects.values_list("name", flat=True)) == ["taken"]
+
+
+def test_a_batch_finds_each_local_queue_by_namespace_and_name(
+        manager: Cluster, cluster_queue: ClusterQueue, user_queue: LocalQueue) -> None:
+    other = LocalQueue.objects.create(cluster=manager, namespace="team-b", name="other-queue",
+                                      cluster_queue=cluster_queue)
+    created = services.create_workloads([
+        services.WorkloadRequest("team-a", "a", spec()),
+        services.WorkloadRequest("team-b", "b", spec(queueName="other-queue")),
+        # team-b has no "user-queue": the name alone must not find team-a's.
+        services.WorkloadRequest("team-b", "c", spec()),
+    ], cluster=manager)
+
+    assert [w.local_queue_id for w in created] == [user_queue.pk, other.pk, None]
+
+
 # --- Deletion ---------------------------------------------------------------------------------
 
 
