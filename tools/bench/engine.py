@@ -22,9 +22,7 @@ import cProfile
 import dataclasses
 import gc
 import heapq
-import io
 import itertools
-import pstats
 import random
 import statistics
 import time
@@ -182,11 +180,3 @@ def run_shape_engine(
         gc.unfreeze()
     run.pending_after = sum(sum(queues.pending_counts(cq.name)) for cq in cqs)
     return run
-
-
-def profile_lines(profiler: cProfile.Profile, top: int = 20) -> list[str]:
-    """The top of a profile, by own time, as lines."""
-    out = io.StringIO()
-    stats = pstats.Stats(profiler, stream=out)
-    stats.sort_stats(pstats.SortKey.TIME).print_stats(top)
-    return [line for line in out.getvalue().splitlines() if line.strip()]

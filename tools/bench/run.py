@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import cProfile
 import os
 import resource
 import secrets
@@ -40,6 +41,7 @@ from scheduling.manifests.apply import apply_manifests
 from scheduling.models import ClusterQueue, Workload
 from scheduling.services import resolve_cluster
 from tools.bench.cluster import Generator, SimulatedCluster
+from tools.bench.profiling import OWN_CODE, profile_lines, profiled
 from tools.bench.reference import model_reference
 from tools.bench.report import measure_lines, summarize
 from tools.bench.shape import Shape
@@ -178,6 +180,7 @@ def run(
     timeout_seconds: float = 1800.0,
     progress_seconds: float = 5.0,
     model_cache: Path | None = None,
+    profile: bool = False,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run the benchmark; returns the summary. Raises BenchError.
@@ -187,11 +190,12 @@ def run(
     parameters through one more query (a tenth of the admission loop's time)."""
     with override_settings(DEBUG=False):
         return _run(shape, workers=workers, timeout_seconds=timeout_seconds,
-                    progress_seconds=progress_seconds, model_cache=model_cache, log=log)
+                    progress_seconds=progress_seconds, model_cache=model_cache,
+                    profile=profile, log=log)
 
 
 def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds: float,
-         model_cache: Path | None, log: Callable[[str], None]) -> dict[str, Any]:
+         model_cache: Path | None, profile: bool, log: Callable[[str], None]) -> dict[str, Any]:
     mode = "production" if settings.RECONCILER_MODE == "celery" else "embedded"
     if mode == "embedded" and not os.environ.get("DATABASE_URL"):
         path = use_scratch_sqlite()
@@ -203,6 +207,9 @@ def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds
 
     pool = Workers()
     stop_loop = threading.Event()
+    # One profiler per thread (cProfile follows the thread that enables it).
+    profilers = ({name: cProfile.Profile() for name in ("reconcilers", "generator", "cluster")}
+                 if profile else {})
     if mode == "production":
         purge_broker()
         pool.start(workers)
@@ -211,7 +218,10 @@ def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds
     else:
         from kueueweb import embedded
 
-        threading.Thread(target=embedded.run_forever, kwargs={"stop": stop_loop, "tick": 0.05},
+        loop: Callable[..., None] = embedded.run_forever
+        if profile:
+            loop = profiled(loop, profilers["reconcilers"])
+        threading.Thread(target=loop, kwargs={"stop": stop_loop, "tick": 0.05},
                          name="kueueweb-reconcilers", daemon=True).start()
 
     # Time 0 of the shape's timeline, on both clocks: the generator paces itself on the
@@ -220,6 +230,9 @@ def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds
     started_at = timezone.now()
     generator = Generator(cluster_id, shape.timeline(), start=start)
     cluster = SimulatedCluster(cluster_id, expected=shape.total_workloads)
+    if profile:
+        generator.run = profiled(generator.run, profilers["generator"])  # type: ignore[method-assign]
+        cluster.run = profiled(cluster.run, profilers["cluster"])  # type: ignore[method-assign]
     generator.start()
     cluster.start()
     try:
@@ -249,8 +262,8 @@ def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds
     # The reference is Kueue's rules, its requeue batch period included, whatever this
     # run's own setting: the figure every scheduler is compared with stays the same.
     model = model_reference(shape, cache_dir=model_cache, log=log)
-    return summarize(shape, cluster_id, started_at=started_at, mode=mode, process=process,
-                     model=model, extra={
+    summary = summarize(shape, cluster_id, started_at=started_at, mode=mode, process=process,
+                        model=model, extra={
         "database": db["ENGINE"].rsplit(".", 1)[-1],
         "debug": settings.DEBUG,
         "requeueBatchPeriodSeconds": float(settings.KUEUEWEB["REQUEUE_BATCH_PERIOD_SECONDS"]),
@@ -265,6 +278,22 @@ def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds
                            "requeueBatchPeriodSeconds":
                                model["model"]["requeueBatchPeriodSeconds"]},
     })
+    if profilers:
+        summary["profile"] = profile_tops(profilers)
+    return summary
+
+
+def profile_tops(profilers: Mapping[str, cProfile.Profile]) -> dict[str, dict[str, list[str]]]:
+    """Per thread, the top of its profile by own time, and by cumulative time over the
+    application's own functions (where a reader can act on it)."""
+    return {name: {"ownTime": profile_lines(profiler, PROFILE_TOP),
+                   "cumulative": profile_lines(profiler, PROFILE_TOP, cumulative=True,
+                                               restrict=OWN_CODE)}
+            for name, profiler in profilers.items()}
+
+
+# Entries of each list of ``profile_tops``.
+PROFILE_TOP = 25
 
 
 def _wait(shape: Shape, cluster_id: int, generator: Generator, cluster: SimulatedCluster,
@@ -306,4 +335,9 @@ def format_summary(summary: dict[str, Any]) -> str:
         w = p["workers"]
         lines.append(f"  {w['count']} Celery workers + beat: user {w['userSeconds']}s system "
                      f"{w['systemSeconds']}s max RSS {w['maxRssKb'] // 1024} MiB")
+    for thread, tops in summary.get("profile", {}).items():
+        for view, label in (("ownTime", "by own time"),
+                            ("cumulative", "by cumulative time, own code")):
+            lines.append(f"profile of the {thread} thread, {label}:")
+            lines.extend(f"  {line}" for line in tops[view])
     return "\n".join(lines)

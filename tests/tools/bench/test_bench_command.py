@@ -95,3 +95,46 @@ def test_bench_scheduler_admits_runs_and_finishes_every_workload(tmp_path: Path)
     assert "lowerBoundWallMs: the shape says 1.00 s, computed" in done.stdout
     assert "reference ratios: wall / wall bound" in done.stdout
     assert "weighted TTA / zero-cost Kueue-rules model" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_bench_scheduler_profiles_each_thread_of_an_embedded_run(tmp_path: Path) -> None:
+    config = tmp_path / "small.yaml"
+    config.write_text(SMALL_SHAPE)
+    output = tmp_path / "summary.json"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "bench", "scheduler", "--config", str(config),
+         "--output", str(output), "--timeout", "180", "--profile",
+         "--model-cache", str(tmp_path / "model-cache")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=230,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    profile = json.loads(output.read_text())["profile"]
+    assert set(profile) == {"reconcilers", "generator", "cluster"}
+    # Each thread's profile holds its own work, and only the application's code is listed
+    # by cumulative time.
+    for thread, entry in (("reconcilers", "run_admission_cycle"),
+                          ("generator", "create_workloads"),
+                          ("cluster", "finish_workloads")):
+        assert any(entry in line for line in profile[thread]["cumulative"]), thread
+        assert any("tottime" in line for line in profile[thread]["ownTime"])
+    assert not any("site-packages" in line for line in profile["reconcilers"]["cumulative"])
+    assert not any("create_workloads" in line for line in profile["cluster"]["cumulative"])
+    assert "profile of the reconcilers thread, by own time:" in done.stdout
+
+
+def test_bench_scheduler_profile_is_refused_with_the_model(tmp_path: Path) -> None:
+    config = tmp_path / "small.yaml"
+    config.write_text(SMALL_SHAPE)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "bench", "scheduler", "--config", str(config),
+         "--model", "--profile"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+
+    assert done.returncode != 0
+    assert "--profile profiles the embedded reconcilers" in done.stderr

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling.core import (
@@ -308,6 +309,11 @@ class Command(BaseCommand):
             help="where the zero-cost Kueue-rules model's figures are kept, per shape and "
             "code (default $XDG_CACHE_HOME/kueueweb/bench-model)")
         scheduler.add_argument(
+            "--profile", action="store_true",
+            help="embedded mode: profile the reconcilers, the generator and the simulated "
+            "cluster and print the top of each (the profiler slows the run: its figures are "
+            "not comparable with an unprofiled run's)")
+        scheduler.add_argument(
             "--model", action="store_true",
             help="run the shape through the engine alone in virtual time (every cycle, "
             "write and pod start costs nothing): the figures a scheduler with Kueue's "
@@ -336,6 +342,9 @@ class Command(BaseCommand):
         from tools.bench import run as bench_run
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
+        if options["profile"] and (options["model"] or settings.RECONCILER_MODE == "celery"):
+            raise CommandError("--profile profiles the embedded reconcilers: run it without "
+                               "REDIS_URL (embedded mode) and without --model")
         if not options["model"] and (options["requeue_batch_period"] is not None
                                      or options["cycle_ms"]):
             raise CommandError("--requeue-batch-period and --cycle-ms need --model")
@@ -353,6 +362,7 @@ class Command(BaseCommand):
         try:
             summary = bench_run.run(shape, workers=options["workers"],
                                     timeout_seconds=options["timeout"], model_cache=cache,
+                                    profile=options["profile"],
                                     log=lambda line: self.stdout.write(line))
         except bench_run.BenchError as exc:
             raise CommandError(str(exc)) from exc
@@ -433,7 +443,8 @@ class Command(BaseCommand):
     def _engine_shape(self, options: dict[str, Any]) -> None:
         import cProfile
 
-        from tools.bench.engine import profile_lines, run_shape_engine
+        from tools.bench.engine import run_shape_engine
+        from tools.bench.profiling import profile_lines
 
         pending: list[int] = options["pending"] or [10_000, 100_000]
         cycles: int = 50 if options["cycles"] is None else options["cycles"]
