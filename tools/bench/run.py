@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import cProfile
 import os
+import re
 import resource
 import secrets
 import signal
@@ -112,6 +113,10 @@ def prepare_database(shape: Shape, *, log: Callable[[str], None]) -> int:
     return domain.pk
 
 
+# Celery's INFO line for a task run: "Task scheduling.tasks.x[<id>] succeeded in 0.04s: None".
+TASK_LINE = re.compile(r"Task (?P<task>[\w.]+)\[[^\]]*\] succeeded in (?P<seconds>[\d.e-]+)s")
+
+
 @dataclass
 class Workers:
     """The Celery processes of production mode."""
@@ -123,9 +128,10 @@ class Workers:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **production_environment(os.environ)}
         celery = [sys.executable, "-m", "celery", "-A", "kueueweb"]
         for index in range(count):
+            # INFO: a line per task run, with its duration (``task_seconds``).
             self._spawn(f"worker{index + 1}", [*celery, "worker", "--concurrency", "1",
                                                 "--hostname", f"bench{index + 1}@%h",
-                                                "--loglevel", "WARNING"], env)
+                                                "--loglevel", "INFO"], env)
         self._spawn("beat", [*celery, "beat", "--loglevel", "WARNING",
                              "--schedule", str(self.log_dir / "beat-schedule")], env)
 
@@ -133,6 +139,17 @@ class Workers:
         log = (self.log_dir / f"{name}.log").open("wb")
         self.procs.append(subprocess.Popen(args, cwd=ROOT, env=env, stdout=log,
                                            stderr=subprocess.STDOUT, start_new_session=True))
+
+    def task_seconds(self) -> dict[str, dict[str, float]]:
+        """Per task name, the runs the workers logged and the seconds they took in all."""
+        tasks: dict[str, dict[str, float]] = {}
+        for path in sorted(self.log_dir.glob("worker*.log")):
+            for match in TASK_LINE.finditer(path.read_text(errors="replace")):
+                entry = tasks.setdefault(match["task"].rsplit(".", 1)[-1],
+                                         {"runs": 0, "seconds": 0.0})
+                entry["runs"] += 1
+                entry["seconds"] += float(match["seconds"])
+        return dict(sorted(tasks.items(), key=lambda item: -item[1]["seconds"]))
 
     def check(self) -> None:
         for proc in self.procs:
@@ -258,6 +275,8 @@ def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds
             "userSeconds": round(usage_children.ru_utime, 2),
             "systemSeconds": round(usage_children.ru_stime, 2),
             "maxRssKb": usage_children.ru_maxrss,
+            "tasks": {name: {"runs": int(entry["runs"]), "seconds": round(entry["seconds"], 2)}
+                      for name, entry in pool.task_seconds().items()},
         }
     # The reference is Kueue's rules, its requeue batch period included, whatever this
     # run's own setting: the figure every scheduler is compared with stays the same.
@@ -335,6 +354,10 @@ def format_summary(summary: dict[str, Any]) -> str:
         w = p["workers"]
         lines.append(f"  {w['count']} Celery workers + beat: user {w['userSeconds']}s system "
                      f"{w['systemSeconds']}s max RSS {w['maxRssKb'] // 1024} MiB")
+        if w.get("tasks"):
+            lines.append("  worker tasks (runs, seconds): " + ", ".join(
+                f"{name} {entry['runs']} {entry['seconds']:.1f}s"
+                for name, entry in w["tasks"].items()))
     for thread, tops in summary.get("profile", {}).items():
         for view, label in (("ownTime", "by own time"),
                             ("cumulative", "by cumulative time, own code")):
