@@ -685,21 +685,25 @@ def _shape_keys(local_queues: Sequence[int], sql: _HeadSql) -> list[tuple[Any, .
                 "AND " + pending.format(w="n") + f"{after} "
                 "ORDER BY n.priority, n.pod_sets_hash LIMIT 1)")
 
-    # The next shape is the next hash of the same priority, else the first of a higher
-    # one: two seeks. A row-value bound ``(priority, hash) > (?, ?)`` is one, but SQLite
-    # then steps over every row of the current shape to leave it.
     queues = ", ".join(["%s"] * len(local_queues))
-    same_priority = " AND n.priority = s.priority AND n.pod_sets_hash > s.pod_sets_hash"
-    higher_priority = " AND n.priority > s.priority"
     if connection.vendor == "postgresql":
+        # The next shape is one seek past the current one, a row-value bound on the
+        # shapes index. Bounded by two seeks (the next hash of the same priority, else the
+        # first of a higher one), the first ran over the partial index of pending rows,
+        # which orders by hash alone, and filtered out the other priorities row by row:
+        # ten times the cost of the whole walk.
         # The shape is read from the seek itself. Joined on the id the seek found, as on
         # SQLite, PostgreSQL planned the recursive step as a hash join over a scan of the
         # whole table, finished workloads included, which grows with the history.
         shape = "n.priority, n.pod_sets_hash"
+        after_shape = " AND (n.priority, n.pod_sets_hash) > (s.priority, s.pod_sets_hash)"
         first = f"CROSS JOIN LATERAL {next_shape('lq.id', '', shape)} f"
-        step = (f"CROSS JOIN LATERAL ({next_shape('s.lq_id', same_priority, shape)} UNION ALL "
-                f"{next_shape('s.lq_id', higher_priority, shape)} LIMIT 1) f")
+        step = f"CROSS JOIN LATERAL {next_shape('s.lq_id', after_shape, shape)} f"
     else:
+        # Two seeks: the next hash of the same priority, else the first of a higher one.
+        # Bounded by a row value, SQLite steps over every row of the current shape.
+        same_priority = " AND n.priority = s.priority AND n.pod_sets_hash > s.pod_sets_hash"
+        higher_priority = " AND n.priority > s.priority"
         first = f"JOIN {sql.workloads} f ON f.id = {next_shape('lq.id', '')}"
         step = (f"JOIN {sql.workloads} f ON f.id = COALESCE("
                 f"{next_shape('s.lq_id', same_priority)}, "
@@ -711,7 +715,8 @@ def _shape_keys(local_queues: Sequence[int], sql: _HeadSql) -> list[tuple[Any, .
         "UNION ALL "
         f"SELECT s.lq_id, s.cq_id, f.priority, f.pod_sets_hash FROM shapes s {step})"
     )
-    shape_params = [*pending_params, *local_queues, *pending_params, *pending_params]
+    seeks = 1 if connection.vendor == "postgresql" else 2  # in a recursive step
+    shape_params = [*pending_params, *local_queues, *pending_params * seeks]
     in_shape = (f"SELECT {{columns}} FROM {sql.workloads} c WHERE c.local_queue_id = s.lq_id "
                 "AND " + pending.format(w="c") + " AND c.priority = s.priority "
                 "AND c.pod_sets_hash = s.pod_sets_hash "
