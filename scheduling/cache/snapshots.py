@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from scheduling import core
+from scheduling.cache.rows import values_rows
 from scheduling.choices import WorkloadPhase
 from scheduling.core.quantities import QuantityError, parse_quantity, quantity_to_int
 from scheduling.core.resources import FlavorResourceQuantities
@@ -659,6 +660,6 @@ def reserving_rows(cluster_id: int) -> list[dict[str, Any]]:
     wanted = {pk: (uid, version) for pk, uid, version
               in reserving.values_list("id", "uid", "resource_version")}
     rows = reserving_cache.rows(
-        cluster_id, wanted, lambda ids: reserving.filter(pk__in=ids).values(*RESERVING_FIELDS))
+        cluster_id, wanted, lambda ids: values_rows(reserving.filter(pk__in=ids), RESERVING_FIELDS))
     rows.sort(key=name_order)
     return rows
