@@ -8,6 +8,7 @@ Pending heads are selected separately (``admission.select_heads``).
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import itertools
@@ -20,6 +21,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from scheduling import core
+from scheduling.cache.rows import values_rows
 from scheduling.choices import WorkloadPhase
 from scheduling.core.quantities import QuantityError, parse_quantity, quantity_to_int
 from scheduling.core.resources import FlavorResourceQuantities
@@ -410,6 +412,26 @@ def pending_workload(row: Mapping[str, Any],
     """A pending workload (a head), from its values() row, its requests adjusted for the
     domain's cluster ``objects`` as Kueue adjusts them when it queues a workload: the
     stored pod sets stay as they were submitted."""
+    pod_sets, inadmissible = engine_pod_sets.get(row, objects)
+    return core.types.Workload(
+        namespace=row["namespace"],
+        name=row["name"],
+        pod_sets=pod_sets,
+        queue_name=row["queue_name"] or None,
+        priority=row["priority"],
+        creation_time=epoch(row["queued_at"] or row["created_at"]),
+        uid=str(row["uid"]),
+        active=row["active"],
+        inadmissible=inadmissible,
+    )
+
+
+_EnginePodSets = tuple[tuple[core.types.PodSet, ...], str | None]
+
+
+def _engine_pod_sets(row: Mapping[str, Any], objects: ClusterObjects) -> _EnginePodSets:
+    """The engine's pod sets of a pending row, adjusted for the cluster ``objects``, and
+    why they cannot be admitted (None: they can)."""
     summary = objects.summaries.get(row["namespace"], {})
     adjusted = resources.adjust_pod_sets(row["pod_sets"], summary=summary,
                                          overheads=objects.overheads)
@@ -422,17 +444,44 @@ def pending_workload(row: Mapping[str, Any],
         )
         for ps in adjusted
     )
-    return core.types.Workload(
-        namespace=row["namespace"],
-        name=row["name"],
-        pod_sets=pod_sets,
-        queue_name=row["queue_name"] or None,
-        priority=row["priority"],
-        creation_time=epoch(row["queued_at"] or row["created_at"]),
-        uid=str(row["uid"]),
-        active=row["active"],
-        inadmissible=resources.admissibility_error(adjusted, summary),
-    )
+    return pod_sets, resources.admissibility_error(adjusted, summary)
+
+
+class EnginePodSetsMemo:
+    """``_engine_pod_sets`` made once per distinct stored pod sets and cluster objects.
+
+    The workloads of one job template share their pod sets, and a backlog holds thousands
+    of them: adjusting the templates (a deep copy of each) and summing their requests is
+    most of the cost of a head seen for the first time, and the same for all of them. A
+    row's result is looked up by its ``pod_sets_hash`` (the database's digest of the pod
+    sets' text) and by what of the cluster objects it depends on (``ClusterObjects.variant``),
+    and taken only if the pod sets kept with it equal the row's, so that a digest collision
+    cannot give one workload another's requests. A row without the digest is built. The
+    results are shared (immutable engine values); at most ``size`` are kept, all dropped
+    when full.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._made: dict[tuple[str, str | None], tuple[Any, _EnginePodSets]] = {}
+
+    def get(self, row: Mapping[str, Any], objects: ClusterObjects) -> _EnginePodSets:
+        digest = row.get("pod_sets_hash")
+        if not digest:
+            return _engine_pod_sets(row, objects)
+        key = (digest, objects.variant(row))
+        found = self._made.get(key)
+        if found is not None and found[0] == row["pod_sets"]:
+            return found[1]
+        made = _engine_pod_sets(row, objects)
+        if len(self._made) >= self.size:
+            self._made.clear()
+        # Kept with a copy of its pod sets: rows are shared, but this outlives them.
+        self._made[key] = (copy.deepcopy(row["pod_sets"]), made)
+        return made
+
+
+engine_pod_sets = EnginePodSetsMemo(size=4096)
 
 
 def pending_head(cluster_id: int, row: Mapping[str, Any],
@@ -611,6 +660,6 @@ def reserving_rows(cluster_id: int) -> list[dict[str, Any]]:
     wanted = {pk: (uid, version) for pk, uid, version
               in reserving.values_list("id", "uid", "resource_version")}
     rows = reserving_cache.rows(
-        cluster_id, wanted, lambda ids: reserving.filter(pk__in=ids).values(*RESERVING_FIELDS))
+        cluster_id, wanted, lambda ids: values_rows(reserving.filter(pk__in=ids), RESERVING_FIELDS))
     rows.sort(key=name_order)
     return rows

@@ -35,6 +35,7 @@ from django.db.models import F, Q, QuerySet
 from kueueweb import live, reconcile
 from scheduling import jobframework
 from scheduling.cache import snapshots
+from scheduling.cache.rows import values_rows
 from scheduling.choices import EventType, QueueState, StopPolicy, WorkloadPhase
 from scheduling.core import admission_checks
 from scheduling.core.cycle import (
@@ -541,9 +542,8 @@ def select_heads(cluster_id: int, *, now: datetime, per_queue: int = 1) -> list[
             queue_of[key[2]] = key[0]
 
     def load(ids: Sequence[int]) -> Iterable[dict[str, Any]]:
-        loaded: Iterable[dict[str, Any]] = Workload.objects.filter(pk__in=ids).values(
-            *snapshots.WORKLOAD_FIELDS, "annotations", "pod_sets_hash", "admission_check_states")
-        return loaded
+        return values_rows(Workload.objects.filter(pk__in=ids), [
+            *snapshots.WORKLOAD_FIELDS, "annotations", "pod_sets_hash", "admission_check_states"])
 
     # The cluster queue is the local queue's, as the keys read it; the rest of a row is
     # the workload's own, cached at its version (``snapshots.heads_cache``).

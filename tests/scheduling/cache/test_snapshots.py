@@ -226,3 +226,51 @@ def test_a_row_cache_keeps_spares_from_earlier_reads() -> None:
 
     # The cache of workloads holding quota keeps no spares: every read asks for them all.
     assert snapshots.reserving_cache.spare == 0
+
+
+def _pending_row(name: str, namespace: str, cpu: str, digest: str) -> dict[str, object]:
+    import datetime
+    import uuid
+
+    return {"id": 1, "uid": uuid.uuid4(), "resource_version": 1, "namespace": namespace,
+            "name": name, "queue_name": "lq", "priority": 0, "active": True,
+            "queued_at": None, "created_at": datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+            "pod_sets_hash": digest,
+            "pod_sets": [{"name": "main", "count": 2, "template": {"spec": {"containers": [
+                {"name": "c", "resources": {"limits": {"cpu": cpu}}}]}}}]}
+
+
+def test_equal_pod_sets_are_converted_once_and_shared() -> None:
+    memo = snapshots.EnginePodSetsMemo(size=8)
+    snapshots.engine_pod_sets, saved = memo, snapshots.engine_pod_sets
+    try:
+        a = snapshots.pending_workload(_pending_row("a", "ns", "2", "h1"))
+        b = snapshots.pending_workload(_pending_row("b", "ns", "2", "h1"))
+    finally:
+        snapshots.engine_pod_sets = saved
+    assert a.pod_sets is b.pod_sets  # made once
+    assert (a.name, b.name) == ("a", "b")
+    assert a.pod_sets[0].requests == {"cpu": 2000}  # the limit stands in for the request
+
+
+def test_pod_sets_of_a_colliding_digest_are_converted_for_themselves() -> None:
+    memo = snapshots.EnginePodSetsMemo(size=8)
+    objects = snapshots.NO_CLUSTER_OBJECTS
+    first = memo.get(_pending_row("a", "ns", "2", "same"), objects)
+    second = memo.get(_pending_row("b", "ns", "3", "same"), objects)
+    assert first[0][0].requests == {"cpu": 2000}
+    assert second[0][0].requests == {"cpu": 3000}
+    # A row without the digest is converted, not looked up.
+    assert memo.get(_pending_row("c", "ns", "4", ""), objects)[0][0].requests == {"cpu": 4000}
+
+
+def test_pod_sets_adjusted_by_a_namespace_limit_range_are_kept_apart() -> None:
+    from scheduling.jobframework import resources
+
+    memo = snapshots.EnginePodSetsMemo(size=8)
+    objects = snapshots.ClusterObjects(summaries={"limited": resources.summarize([[
+        {"type": "Container", "defaultRequest": {"memory": "1Gi"}}]])})
+    plain = memo.get(_pending_row("a", "free", "2", "h1"), objects)
+    limited = memo.get(_pending_row("b", "limited", "2", "h1"), objects)
+    assert plain[0][0].requests == {"cpu": 2000}
+    assert limited[0][0].requests == {"cpu": 2000, "memory": 1024 ** 3}

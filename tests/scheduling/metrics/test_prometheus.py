@@ -569,3 +569,12 @@ def test_a_batch_records_exactly_what_its_observations_record_one_by_one(
     assert buckets(one_by_one, "kueue_quota_reserved_wait_time_seconds", **cq)["5.0"] == 6
     assert value(one_by_one, "kueue_quota_reserved_wait_time_seconds_sum", **cq) == 2 * (
         0.5 + 3.0 + 3.0 + 7.5 + 1e9)
+
+
+def test_a_series_field_is_the_json_of_its_labels_and_part() -> None:
+    from scheduling.metrics import prometheus
+
+    for labels in [("cq", ""), ('q"uote', "back\\slash", "ünï"), ()]:
+        for part in ("value", "sum", "0.5", "+Inf"):
+            assert prometheus._field(labels, part) == json.dumps(
+                [list(labels), part], separators=(",", ":"))
