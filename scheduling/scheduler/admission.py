@@ -32,7 +32,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 
-from kueueweb import live, reconcile
+from kueueweb import collector, live, reconcile
 from scheduling import jobframework
 from scheduling.cache import snapshots
 from scheduling.cache.rows import values_rows
@@ -144,6 +144,7 @@ def request_dispatch() -> None:
 # =========================================================================================
 
 
+@collector.paused()  # what a call builds lives until it returns (``kueueweb.collector``)
 def run_admission_cycle(
     cluster_id: int,
     *,

@@ -7,6 +7,7 @@ import gc
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from django.core.signals import request_finished
@@ -133,3 +134,67 @@ def test_the_embedded_loop_frees_a_tasks_cycles_when_it_returns() -> None:
         finally:
             stop.set()
             thread.join(timeout=10)
+
+
+def test_paused_holds_automatic_collections_off_until_the_last_overlapping_block_ends() -> None:
+    assert gc.isenabled()
+    with collector.paused():
+        assert not gc.isenabled()
+        with collector.paused():  # another thread's call, say
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the first block still runs
+    assert gc.isenabled()
+
+
+def test_paused_leaves_a_disabled_collector_disabled() -> None:
+    gc.disable()
+    try:
+        with collector.paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+@pytest.mark.django_db
+def test_an_admission_call_runs_without_automatic_collections(manager) -> None:
+    from django.utils import timezone
+
+    from scheduling import services
+    from scheduling.models import ClusterQueue, LocalQueue, ResourceFlavor
+    from scheduling.scheduler import admission
+
+    flavor = ResourceFlavor.objects.create(cluster=manager, name="default")
+    cq = ClusterQueue.objects.create(cluster=manager, name="cq")
+    cq.quotas.create(resource_group=0, position=0, flavor=flavor, resource="cpu",
+                     nominal_quota="10")
+    LocalQueue.objects.create(cluster=manager, namespace="team", name="q", cluster_queue=cq)
+
+    def collections_during(call: Any, names: list[str]) -> tuple[int, int]:
+        services.create_workloads([services.WorkloadRequest("team", name, {
+            "queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]})
+            for name in names], cluster=manager)
+        started: list[int] = []
+
+        def count(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                started.append(info["generation"])
+
+        threshold = gc.get_threshold()
+        gc.set_threshold(1)  # an automatic collection at nearly every allocation
+        gc.callbacks.append(count)
+        try:
+            outcome = call(manager.pk, now=timezone.now())
+        finally:
+            gc.callbacks.remove(count)
+            gc.set_threshold(*threshold)
+        return len(outcome.admitted), len(started)
+
+    # The same call without the pause (the undecorated function) collects hundreds of
+    # times; with it, only on the way in and out.
+    assert collections_during(admission.run_admission_cycle.__wrapped__, ["a", "b"])[1] > 100
+    admitted, collections = collections_during(admission.run_admission_cycle, ["c", "d"])
+    assert admitted == 2
+    assert collections < 10
+    assert gc.isenabled()
