@@ -35,6 +35,7 @@ from scheduling.core.snapshot import (
     available,
     borrowing_with,
     find_height_of_lowest_subtree_that_fits,
+    has_child_over_nominal,
     is_within_nominal,
     quantities_fit_in_quota,
     remove_usage,
@@ -405,6 +406,10 @@ class Preemptor:
         advantage: bool,
         out: list[_Candidate],
     ) -> None:
+        # Only children above nominal are searched: when none is, skip the loops over
+        # every child (the common case once a cohort is full without borrowing).
+        if not has_child_over_nominal(cohort, ctx.frs):
+            return
         for child in cohort.child_cohorts:
             if child is skip or is_within_nominal(child, ctx.frs):
                 continue

@@ -135,8 +135,23 @@ class _ClusterQueueQueue:
         self._forget_hash(entry[0].hash, key)
         return entry[0]
 
+    def drop_stale_entries(self) -> None:
+        """Rebuild the heap from the active workloads once stale entries dominate it.
+
+        Parking a shape as a bulk leaves one stale entry per parked workload; popping
+        skips them one O(log n) pop at a time, every cycle they stay at the top. A
+        rebuild costs O(active) and gives the same pop order: heap keys end with the
+        workload key, so each active workload has exactly one place in the order.
+        """
+        if len(self.heap) <= 2 * len(self.active) + 8:
+            return
+        self.heap = [(heap_key, next(self.counter), key)
+                     for key, (_, heap_key) in self.active.items()]
+        heapq.heapify(self.heap)
+
     def pop(self) -> PendingWorkload | None:
         self.pop_cycle += 1
+        self.drop_stale_entries()
         while self.heap:
             heap_key, _, key = heapq.heappop(self.heap)
             entry = self.active.get(key)
@@ -389,6 +404,7 @@ class QueueManager:
                 moved = cq.remove_active(other)
                 if moved is not None:
                     cq.inadmissible[other] = moved
+            cq.drop_stale_entries()
         return True
 
     def requeue(self, result: HeadResult, *, now: float) -> bool:

@@ -322,3 +322,28 @@ def test_preemption_policies(
     preemptor = workload("p", priority=preemptor_priority, created=10 if preemptor_newer else 0)
     candidate = workload("c", priority=candidate_priority, created=5)
     assert satisfies_preemption_policy(preemptor, candidate, policy) is want
+
+
+def test_a_queue_that_starts_borrowing_in_a_clone_offers_victims() -> None:
+    # b is within nominal when the snapshot is built; in the clone it borrows, and the
+    # search (which skips cohorts whose children are all within nominal) must see it.
+    queues = tuple(
+        cluster_queue(n, quotas={"default": {"cpu": "3"}}, cohort="all", reclaim=RECLAIM_ANY)
+        for n in ("a", "b")
+    )
+    snap = snapshot(queues, admitted_workloads=[admitted("b-1", "b", cpu="3")]).clone()
+    preemptor = Preemptor(snap, fair_sharing=False, now=100.0)
+    info = WorkloadInfo(workload("incoming", cpu="3"), "a")
+    assignment = FlavorAssigner(
+        info, snap.cluster_queues["a"], snap.flavors, fair_sharing=False, oracle=preemptor,
+        last_assignment=None, scheduling_cycle=1,
+    ).assign()
+    assert assignment.mode is AssignmentMode.FIT
+    snap.add_workload(WorkloadInfo(admitted("b-2", "b", cpu="2", admitted_at=50.0)))
+    assignment = FlavorAssigner(
+        info, snap.cluster_queues["a"], snap.flavors, fair_sharing=False, oracle=preemptor,
+        last_assignment=None, scheduling_cycle=1,
+    ).assign()
+    assert assignment.mode is AssignmentMode.PREEMPT
+    targets = preemptor.get_targets(info, assignment)
+    assert [t.info.key for t in targets] == ["default/b-2"]
