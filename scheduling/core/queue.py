@@ -136,18 +136,41 @@ class _ClusterQueueQueue:
         return entry[0]
 
     def drop_stale_entries(self) -> None:
-        """Rebuild the heap from the active workloads once stale entries dominate it.
+        """Keep only the heap's live entries once stale ones dominate it.
 
         Parking a shape as a bulk leaves one stale entry per parked workload; popping
-        skips them one O(log n) pop at a time, every cycle they stay at the top. A
-        rebuild costs O(active) and gives the same pop order: heap keys end with the
-        workload key, so each active workload has exactly one place in the order.
+        skips them one O(log n) pop at a time, every cycle they stay at the top. The
+        filter costs O(heap) and gives the same pop order: heap keys end with the
+        workload key, so each workload has one place in the order whichever of its
+        entries is kept. The kept entries are reused, not rebuilt, so a rebuild leaves
+        no new long-lived objects for the garbage collector.
         """
-        if len(self.heap) <= 2 * len(self.active) + 8:
+        active = self.active
+        if len(self.heap) <= 2 * len(active) + 8:
             return
-        self.heap = [(heap_key, next(self.counter), key)
-                     for key, (_, heap_key) in self.active.items()]
-        heapq.heapify(self.heap)
+        live = []
+        for entry in self.heap:
+            current = active.get(entry[2])
+            if current is not None and current[1] == entry[0]:
+                live.append(entry)
+        heapq.heapify(live)
+        self.heap = live
+
+    def park_shape(self, h: str) -> None:
+        """Move every active workload with scheduling hash ``h`` to the parked ones.
+
+        The shape's whole key set is taken at once rather than forgotten key by key:
+        a parked shape can be most of a long queue.
+        """
+        keys = self.active_by_hash.pop(h, None)
+        if not keys:
+            return
+        active, inadmissible = self.active, self.inadmissible
+        for key in keys:
+            entry = active.pop(key, None)
+            if entry is not None:
+                inadmissible[key] = entry[0]
+        self.drop_stale_entries()
 
     def pop(self) -> PendingWorkload | None:
         self.pop_cycle += 1
@@ -400,11 +423,7 @@ class QueueManager:
         ):
             # Workloads of the same shape would fail the same way: park them together.
             cq.bulk_hashes[item.hash] = str(reason)
-            for other in list(cq.active_by_hash.get(item.hash, ())):
-                moved = cq.remove_active(other)
-                if moved is not None:
-                    cq.inadmissible[other] = moved
-            cq.drop_stale_entries()
+            cq.park_shape(item.hash)
         return True
 
     def requeue(self, result: HeadResult, *, now: float) -> bool:
