@@ -299,6 +299,11 @@ class _Cycle:
         )
         # Victims claimed by earlier entries of this cycle, by workload key.
         self.preempted: dict[str, WorkloadInfo] = {}
+        # The same victims by the root of their queue's tree, in claim order: an entry
+        # only looks at its own tree's (``_fits``), not at every victim of the cycle.
+        self.preempted_by_root: dict[QuotaNode | None, dict[str, WorkloadInfo]] = {}
+        # Root of each queue's tree, looked up once per cycle.
+        self.roots: dict[str, QuotaNode | None] = {}
         # Slices claimed by their replacements in this cycle: no one else may take them.
         self.replaced: set[str] = set()
 
@@ -388,6 +393,13 @@ class _Cycle:
                 else None
             ),
         )
+        # Nothing changes the snapshot until the assignment is chosen: a preemption
+        # search asked twice (by the assigner, then for the victims) is done once.
+        with self.preemptor.reusing_searches():
+            return self._assign(e, assigner)
+
+    def _assign(self, e: _Entry, assigner: FlavorAssigner) -> tuple[Assignment, list[Target]]:
+        info = e.info
         # 1. The full pod counts; a Fit is final.
         full = assigner.assign()
         if full.mode is AssignmentMode.FIT:
@@ -581,9 +593,8 @@ class _Cycle:
         # Two preemptors never claim the same victim in one cycle: the later one
         # waits for the next cycle instead of evicting more than needed. A slice being
         # replaced counts as claimed, by its replacement and by any preemptor.
-        claimed = self.preempted.keys() | self.replaced
-        if any(t.info.key in claimed for t in e.targets) or (
-            e.replaced is not None and e.replaced.key in claimed
+        if any(self._claimed(t.info.key) for t in e.targets) or (
+            e.replaced is not None and self._claimed(e.replaced.key)
         ):
             self._skip(e, "Workload has overlapping preemption targets with another workload")
             return
@@ -602,6 +613,8 @@ class _Cycle:
         # cycle sees it (a preemptor holds its place while its victims terminate).
         for t in e.targets:
             self.preempted[t.info.key] = t.info
+            root = self._root_of(t.info.cluster_queue)
+            self.preempted_by_root.setdefault(root, {})[t.info.key] = t.info
         if e.replaced is not None:
             self.replaced.add(e.replaced.key)
         for fr, value in usage.items():
@@ -619,6 +632,10 @@ class _Cycle:
         e.admission = e.full_admission(assignment.to_admission(cq.name))
         e.message = f"Quota reserved in ClusterQueue {cq.name}"
         e.qr_reason = ""
+
+    def _claimed(self, key: str) -> bool:
+        # A victim or a replaced slice taken by an entry processed earlier.
+        return key in self.preempted or key in self.replaced
 
     def _skip(self, e: _Entry, message: str) -> None:
         # The scan progress is kept (FlavorFungibilityPreserveScanProgress): the entry
@@ -648,19 +665,24 @@ class _Cycle:
         # has released its quota (Kueue's ``fits``). Only victims of the queue's own cohort
         # tree change what it can use: the others are left alone, so a cycle with many
         # heads and many victims does not add and remove every victim's usage per head.
-        victims = dict(self.preempted)
-        for t in targets:
-            victims[t.info.key] = t.info
         root = cq.root()
-        in_tree = [info for info in victims.values() if self._root_of(info.cluster_queue) is root]
+        victims = dict(self.preempted_by_root.get(root, {}))
+        for t in targets:
+            if self._root_of(t.info.cluster_queue) is root:
+                victims[t.info.key] = t.info
+        in_tree = list(victims.values())
         if not in_tree:
             return self._fits_now(cq, usage)
         with self.snapshot.simulate_usage_removal(in_tree):
             return self._fits_now(cq, usage)
 
     def _root_of(self, cluster_queue: str) -> QuotaNode | None:
+        if cluster_queue in self.roots:
+            return self.roots[cluster_queue]
         node = self.snapshot.any_cluster_queue(cluster_queue)
-        return node.root() if node is not None else None
+        root = node.root() if node is not None else None
+        self.roots[cluster_queue] = root
+        return root
 
     @staticmethod
     def _fits_now(cq: ClusterQueueNode, usage: Mapping[FlavorResource, int]) -> bool:

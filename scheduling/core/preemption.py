@@ -19,6 +19,7 @@ The same code answers the flavor assigner's "could preemption help here?" questi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -35,6 +36,7 @@ from scheduling.core.snapshot import (
     available,
     borrowing_with,
     find_height_of_lowest_subtree_that_fits,
+    has_child_over_nominal,
     is_within_nominal,
     quantities_fit_in_quota,
     remove_usage,
@@ -150,6 +152,11 @@ class _Candidate:
     variant: _Variant
 
 
+# What a search depends on besides the snapshot: preemptor, queue, contested
+# flavor-resources and the requests.
+_SearchKey = tuple[str, str, frozenset[FlavorResource], frozenset[tuple[FlavorResource, int]]]
+
+
 @dataclass(frozen=True, slots=True)
 class _Ctx:
     preemptor: WorkloadInfo
@@ -178,6 +185,8 @@ class Preemptor:
         # Preemptor key -> the workload slice it replaces: never one of its victims
         # (Kueue keeps the old slice as a pseudo-target and drops it before issuing).
         self.replaced_slices: dict[str, str] = {}
+        # Searches answered while the snapshot stands still (``reusing_searches``).
+        self._searches: dict[_SearchKey, list[Target]] | None = None
 
     # --- entry points -----------------------------------------------------------
 
@@ -204,7 +213,33 @@ class Preemptor:
             return PreemptionPossibility.PREEMPT, borrow_after
         return PreemptionPossibility.RECLAIM, borrow_after
 
+    @contextmanager
+    def reusing_searches(self) -> Iterator[None]:
+        """Answer each distinct search once inside the block.
+
+        The caller promises the snapshot does not change in the block (every search
+        restores it). Assigning flavors asks whether preemption could free a flavor's
+        request, and the chosen assignment then asks for its victims: for a request of
+        one flavor-resource the same search, which costs a walk over the cohort's
+        borrowing queues and their workloads.
+        """
+        self._searches = {}
+        try:
+            yield
+        finally:
+            self._searches = None
+
     def _targets(self, ctx: _Ctx) -> list[Target]:
+        searches = self._searches
+        if searches is None:
+            return self._search(ctx)
+        key = (ctx.preemptor.key, ctx.cq.name, ctx.frs, frozenset(ctx.requests.items()))
+        found = searches.get(key)
+        if found is None:
+            found = searches[key] = self._search(ctx)
+        return list(found)
+
+    def _search(self, ctx: _Ctx) -> list[Target]:
         if self.fair_sharing:
             return self._fair_preemptions(ctx)
         return self._classical_preemptions(ctx)
@@ -405,6 +440,10 @@ class Preemptor:
         advantage: bool,
         out: list[_Candidate],
     ) -> None:
+        # Only children above nominal are searched: when none is, skip the loops over
+        # every child (the common case once a cohort is full without borrowing).
+        if not has_child_over_nominal(cohort, ctx.frs):
+            return
         for child in cohort.child_cohorts:
             if child is skip or is_within_nominal(child, ctx.frs):
                 continue

@@ -135,8 +135,46 @@ class _ClusterQueueQueue:
         self._forget_hash(entry[0].hash, key)
         return entry[0]
 
+    def drop_stale_entries(self) -> None:
+        """Keep only the heap's live entries once stale ones dominate it.
+
+        Parking a shape as a bulk leaves one stale entry per parked workload; popping
+        skips them one O(log n) pop at a time, every cycle they stay at the top. The
+        filter costs O(heap) and gives the same pop order: heap keys end with the
+        workload key, so each workload has one place in the order whichever of its
+        entries is kept. The kept entries are reused, not rebuilt, so a rebuild leaves
+        no new long-lived objects for the garbage collector.
+        """
+        active = self.active
+        if len(self.heap) <= 2 * len(active) + 8:
+            return
+        live = []
+        for entry in self.heap:
+            current = active.get(entry[2])
+            if current is not None and current[1] == entry[0]:
+                live.append(entry)
+        heapq.heapify(live)
+        self.heap = live
+
+    def park_shape(self, h: str) -> None:
+        """Move every active workload with scheduling hash ``h`` to the parked ones.
+
+        The shape's whole key set is taken at once rather than forgotten key by key:
+        a parked shape can be most of a long queue.
+        """
+        keys = self.active_by_hash.pop(h, None)
+        if not keys:
+            return
+        active, inadmissible = self.active, self.inadmissible
+        for key in keys:
+            entry = active.pop(key, None)
+            if entry is not None:
+                inadmissible[key] = entry[0]
+        self.drop_stale_entries()
+
     def pop(self) -> PendingWorkload | None:
         self.pop_cycle += 1
+        self.drop_stale_entries()
         while self.heap:
             heap_key, _, key = heapq.heappop(self.heap)
             entry = self.active.get(key)
@@ -385,10 +423,7 @@ class QueueManager:
         ):
             # Workloads of the same shape would fail the same way: park them together.
             cq.bulk_hashes[item.hash] = str(reason)
-            for other in list(cq.active_by_hash.get(item.hash, ())):
-                moved = cq.remove_active(other)
-                if moved is not None:
-                    cq.inadmissible[other] = moved
+            cq.park_shape(item.hash)
         return True
 
     def requeue(self, result: HeadResult, *, now: float) -> bool:

@@ -40,6 +40,7 @@ __all__ = [
     "borrowed",
     "borrowing_with",
     "find_height_of_lowest_subtree_that_fits",
+    "has_child_over_nominal",
     "is_within_nominal",
     "local_available",
     "local_quota",
@@ -84,12 +85,17 @@ class QuotaNode:
 class CohortNode(QuotaNode):
     """A cohort in the snapshot; children are the active queues and acyclic cohorts."""
 
-    __slots__ = ("child_cohorts", "child_cqs", "height", "lendable", "spec")
+    __slots__ = ("child_cohorts", "child_cqs", "height", "lendable", "over_nominal", "spec")
 
     spec: CohortSpec
     child_cohorts: list[CohortNode]
     child_cqs: list[ClusterQueueNode]
     height: int
+    # Per flavor-resource: how many children (queues, active or not, and cohorts) use
+    # more than their subtree quota. ``add_usage`` and ``remove_usage`` keep it as usage
+    # changes, so a preemption search can tell that no child of a cohort borrows
+    # without looking at each of them (``has_child_over_nominal``).
+    over_nominal: dict[FlavorResource, int]
     # Per resource name: what this cohort could lend if the whole tree were empty. It
     # depends on quotas only, so it is computed once and shared by clones (DRS input).
     lendable: dict[str, int]
@@ -193,21 +199,58 @@ def potential_available(node: QuotaNode, fr: FlavorResource) -> int:
 
 def add_usage(node: QuotaNode, fr: FlavorResource, value: int) -> None:
     """Add usage; what exceeds the node's unused local quota also lands in the parent."""
-    free_local = local_available(node, fr)
-    node.usage[fr] = node.usage.get(fr, 0) + value
-    if node.parent is not None and value > free_local:
-        add_usage(node.parent, fr, value - free_local)
+    while True:
+        used = node.usage.get(fr, 0)
+        free_local = max(0, local_quota(node, fr) - used)
+        node.usage[fr] = used + value
+        parent = node.parent
+        if parent is None:
+            return
+        _count_over_nominal(node, parent, fr, used, used + value)
+        if value <= free_local:
+            return
+        value -= free_local
+        node = parent
 
 
 def remove_usage(node: QuotaNode, fr: FlavorResource, value: int) -> None:
     """Remove usage; the parent gives back at most what this node had stored there."""
-    # Local quota is consumed first when adding, so it is released last: only
-    # usage beyond it was ever charged to the parent.
-    stored_in_parent = node.usage.get(fr, 0) - local_quota(node, fr)
-    node.usage[fr] = node.usage.get(fr, 0) - value
-    if stored_in_parent <= 0 or node.parent is None:
-        return
-    remove_usage(node.parent, fr, min(value, stored_in_parent))
+    while True:
+        used = node.usage.get(fr, 0)
+        # Local quota is consumed first when adding, so it is released last: only
+        # usage beyond it was ever charged to the parent.
+        stored_in_parent = used - local_quota(node, fr)
+        node.usage[fr] = used - value
+        parent = node.parent
+        if parent is None:
+            return
+        _count_over_nominal(node, parent, fr, used, used - value)
+        if stored_in_parent <= 0:
+            return
+        value = min(value, stored_in_parent)
+        node = parent
+
+
+def _count_over_nominal(
+    node: QuotaNode, parent: CohortNode, fr: FlavorResource, before: int, after: int
+) -> None:
+    # Keeps ``parent.over_nominal`` in step with the node's usage of ``fr``.
+    quota = node.subtree_quota.get(fr, 0)
+    over = after > quota
+    if (before > quota) is not over:
+        counts = parent.over_nominal
+        counts[fr] = counts.get(fr, 0) + (1 if over else -1)
+
+
+def has_child_over_nominal(cohort: CohortNode, frs: Iterable[FlavorResource]) -> bool:
+    """Whether some child of ``cohort`` uses more than its subtree quota on one of ``frs``.
+
+    False means ``is_within_nominal`` holds for every child, so a search for queues
+    above nominal can skip the cohort's children; it costs a lookup per flavor-resource
+    instead of a check per child (a cohort may have hundreds of queues).
+    """
+    counts = cohort.over_nominal
+    return any(counts.get(fr, 0) > 0 for fr in frs)
 
 
 def usage_in_parent(node: QuotaNode, fr: FlavorResource) -> int:
@@ -387,6 +430,11 @@ class Snapshot:
         for root in [c for c in snap.cohorts.values() if c.parent is None]:
             _accumulate(root, members)
         for cohort in snap.cohorts.values():
+            for child in [*cohort.child_cohorts, *members.get(cohort.name, ())]:
+                for fr, used in child.usage.items():
+                    if used > child.subtree_quota.get(fr, 0):
+                        cohort.over_nominal[fr] = cohort.over_nominal.get(fr, 0) + 1
+        for cohort in snap.cohorts.values():
             cohort.height = _height(cohort)
         for cohort in snap.cohorts.values():
             cohort.lendable = _lendable(cohort)
@@ -415,6 +463,7 @@ class Snapshot:
             node.fair_weight = old.fair_weight
             node.height = old.height
             node.lendable = old.lendable
+            node.over_nominal = dict(old.over_nominal)
             node.child_cohorts = []
             node.child_cqs = []
             node.parent = None
@@ -544,6 +593,7 @@ def _new_cohort(spec: CohortSpec) -> CohortNode:
     node.child_cqs = []
     node.height = 0
     node.lendable = {}
+    node.over_nominal = {}
     return node
 
 

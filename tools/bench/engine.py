@@ -14,6 +14,12 @@ admitted, so every cycle of a run sees the same number pending.
 What is measured is the CPU time of the process (``time.process_time``) spent in the
 cycle itself; the work done between cycles (releases, requeues, creations) is counted
 apart. Nothing touches the database.
+
+A head costs more when it is parked after a preemption search than when it is admitted,
+and the mix of outcomes depends on the backlog (deep backlogs put the high-priority large
+workloads at every queue's head, and once their cohorts are full those park). So each run
+also counts heads by outcome and, over the cycles whose heads nearly all had one outcome,
+reports that outcome's cost per head: the figures to compare between backlog sizes.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from dataclasses import dataclass, field
 
 from scheduling.core import (
     CyclePolicy,
+    CycleResult,
+    Decision,
     QueueManager,
     ResourceFlavorSpec,
     Snapshot,
@@ -54,6 +62,10 @@ class ShapeEngineRun:
     preemptions: int = 0
     # Workloads waiting in the queue manager after the last cycle (active and parked).
     pending_after: int = 0
+    # Heads by outcome (``OUTCOMES``) over the run.
+    outcomes: dict[str, int] = field(default_factory=dict)
+    # Per outcome, (cpu seconds, heads) of the cycles whose heads nearly all had it.
+    single_outcome_cycles: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
 
     @property
     def cycles(self) -> int:
@@ -62,6 +74,13 @@ class ShapeEngineRun:
     @property
     def admissions_per_second(self) -> float:
         return self.admissions / max(sum(self.cycle_cpu_seconds), 1e-9)
+
+    def per_head_us(self, outcome: str) -> float | None:
+        """Cost per head (µs) in the cycles whose heads nearly all had ``outcome``."""
+        cycles = self.single_outcome_cycles.get(outcome)
+        if not cycles:
+            return None
+        return sum(cpu for cpu, _ in cycles) * 1e6 / max(sum(n for _, n in cycles), 1)
 
     def cycle_ms(self, quantile: float | None = None) -> float:
         """The mean cost of a cycle in ms, or the given quantile (0.5, 0.99)."""
@@ -72,6 +91,41 @@ class ShapeEngineRun:
             return statistics.fmean(costs) * 1000
         ordered = sorted(costs)
         return ordered[min(len(ordered) - 1, int(quantile * len(ordered)))] * 1000
+
+
+# What happened to a head: the cost of a cycle depends on its mix of these.
+ADMITTED = "admitted"
+# Parked after a preemption search that found no victim (NoCandidates).
+SEARCHED = "parked after a preemption search"
+# Parked without a search (NoFit: no flavor could take it even with preemption).
+NO_FIT = "parked without a search"
+# Skipped, preempting, waiting for preemptions, inadmissible.
+OTHER = "other"
+OUTCOMES = (ADMITTED, SEARCHED, NO_FIT, OTHER)
+# A cycle is counted for an outcome's cost per head when this share of its heads had it.
+SINGLE_OUTCOME_SHARE = 0.95
+
+
+def _outcome(decision: Decision) -> str:
+    if decision is Decision.ADMITTED:
+        return ADMITTED
+    if decision is Decision.NO_CANDIDATES:
+        return SEARCHED
+    if decision is Decision.NO_FIT:
+        return NO_FIT
+    return OTHER
+
+
+def _record_outcomes(run: ShapeEngineRun, outcome: CycleResult, cpu_seconds: float) -> None:
+    counts: dict[str, int] = {}
+    for result in outcome.results:
+        kind = _outcome(result.decision)
+        counts[kind] = counts.get(kind, 0) + 1
+        run.outcomes[kind] = run.outcomes.get(kind, 0) + 1
+    heads = len(outcome.results)
+    for kind, n in counts.items():
+        if n >= SINGLE_OUTCOME_SHARE * heads:
+            run.single_outcome_cycles.setdefault(kind, []).append((cpu_seconds, heads))
 
 
 def _backlog(shape: Shape, seed: int) -> Iterator[tuple[Workload, float]]:
@@ -159,6 +213,7 @@ def run_shape_engine(
             if profiler is not None:
                 profiler.disable()
             run.cycle_cpu_seconds.append(time.process_time() - started)
+            _record_outcomes(run, outcome, run.cycle_cpu_seconds[-1])
 
             between = time.process_time()
             for head in outcome.admitted:

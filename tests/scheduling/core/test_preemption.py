@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from scheduling.core import (
     satisfies_preemption_policy,
 )
 from scheduling.core.flavors import FlavorAssigner
-from scheduling.core.preemption import DEFAULT_FAIR_SHARING_STRATEGIES, Preemptor
+from scheduling.core.preemption import DEFAULT_FAIR_SHARING_STRATEGIES, Preemptor, Target
 from scheduling.core.workloads import WorkloadInfo
 from tests.builders import admitted, cluster_queue, cohort, snapshot, workload
 
@@ -322,3 +323,66 @@ def test_preemption_policies(
     preemptor = workload("p", priority=preemptor_priority, created=10 if preemptor_newer else 0)
     candidate = workload("c", priority=candidate_priority, created=5)
     assert satisfies_preemption_policy(preemptor, candidate, policy) is want
+
+
+def test_a_queue_that_starts_borrowing_in_a_clone_offers_victims() -> None:
+    # b is within nominal when the snapshot is built; in the clone it borrows, and the
+    # search (which skips cohorts whose children are all within nominal) must see it.
+    queues = tuple(
+        cluster_queue(n, quotas={"default": {"cpu": "3"}}, cohort="all", reclaim=RECLAIM_ANY)
+        for n in ("a", "b")
+    )
+    snap = snapshot(queues, admitted_workloads=[admitted("b-1", "b", cpu="3")]).clone()
+    preemptor = Preemptor(snap, fair_sharing=False, now=100.0)
+    info = WorkloadInfo(workload("incoming", cpu="3"), "a")
+    assignment = FlavorAssigner(
+        info, snap.cluster_queues["a"], snap.flavors, fair_sharing=False, oracle=preemptor,
+        last_assignment=None, scheduling_cycle=1,
+    ).assign()
+    assert assignment.mode is AssignmentMode.FIT
+    snap.add_workload(WorkloadInfo(admitted("b-2", "b", cpu="2", admitted_at=50.0)))
+    assignment = FlavorAssigner(
+        info, snap.cluster_queues["a"], snap.flavors, fair_sharing=False, oracle=preemptor,
+        last_assignment=None, scheduling_cycle=1,
+    ).assign()
+    assert assignment.mode is AssignmentMode.PREEMPT
+    targets = preemptor.get_targets(info, assignment)
+    assert [t.info.key for t in targets] == ["default/b-2"]
+
+
+def test_searches_are_reused_only_inside_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    queues = tuple(
+        cluster_queue(n, quotas={"default": {"cpu": "3"}}, cohort="all", reclaim=RECLAIM_ANY)
+        for n in ("a", "b")
+    )
+    snap = snapshot(queues, admitted_workloads=[
+        admitted("b-1", "b", cpu="3"), admitted("b-2", "b", cpu="2", admitted_at=50.0)])
+    preemptor = Preemptor(snap, fair_sharing=False, now=100.0)
+    searches: list[object] = []
+    search = preemptor._search
+
+    def counted(ctx: Any) -> list[Target]:
+        searches.append(ctx)
+        return search(ctx)
+
+    monkeypatch.setattr(preemptor, "_search", counted)
+    info = WorkloadInfo(workload("incoming", cpu="3"), "a")
+
+    def assign_and_target() -> list[str]:
+        assignment = FlavorAssigner(
+            info, snap.cluster_queues["a"], snap.flavors, fair_sharing=False,
+            oracle=preemptor, last_assignment=None, scheduling_cycle=1,
+        ).assign()
+        assert assignment.mode is AssignmentMode.PREEMPT
+        return [t.info.key for t in preemptor.get_targets(info, assignment)]
+
+    with preemptor.reusing_searches():
+        assert assign_and_target() == ["default/b-2"]
+    # The assigner's question and the victims' search were one search.
+    assert len(searches) == 1
+    assert assign_and_target() == ["default/b-2"]
+    assert len(searches) == 3
+    # Outside the block a changed snapshot gets a fresh answer.
+    snap.remove_workload(snap.cluster_queues["b"].workloads["default/b-2"])
+    snap.add_workload(WorkloadInfo(admitted("b-3", "b", cpu="2", admitted_at=60.0)))
+    assert assign_and_target() == ["default/b-3"]

@@ -220,3 +220,34 @@ def test_visibility_lists_everything_in_queue_order() -> None:
     [head] = qm.heads()
     qm.requeue_workload(head.workload, RequeueReason.NO_FIT, now=0)
     assert [p.workload.name for p in qm.pending_workloads("q")] == ["high", "low"]
+
+
+def test_parking_a_shape_drops_its_heap_entries_and_keeps_the_order() -> None:
+    qm = _manager(("q", BEST, None))
+    for i in range(30):
+        qm.add_or_update_workload(workload(f"big-{i}", queue="lq-q", created=i, cpu="4"), now=0)
+    for i, priority in enumerate((1, 3, 2)):
+        qm.add_or_update_workload(
+            workload(f"small-{i}", queue="lq-q", priority=priority, created=50 + i, cpu="1"),
+            now=0,
+        )
+    # Same priority for the big ones; the smalls' priorities put them first.
+    order = []
+    for _ in range(3):
+        [head] = qm.heads()
+        order.append(head.workload.name)
+        qm.requeue_workload(head.workload, RequeueReason.PENDING_PREEMPTION, now=0)
+        qm.delete_workload(head.workload.key)
+    assert order == ["small-1", "small-2", "small-0"]
+    [head] = qm.heads()
+    qm.requeue_workload(head.workload, RequeueReason.NO_FIT, now=0)
+    assert qm.pending_counts("q") == (0, 30)
+    # The parked shape's entries no longer sit in the heap.
+    assert len(qm._cqs["q"].heap) <= 8
+    assert qm.heads() == []
+    qm.queue_inadmissible_workloads(["q"], now=0)
+    names = []
+    while heads := qm.heads():
+        names.append(heads[0].workload.name)
+        qm.delete_workload(heads[0].workload.key)
+    assert names == [f"big-{i}" for i in range(30)]

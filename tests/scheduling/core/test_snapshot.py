@@ -8,10 +8,13 @@ import pytest
 
 from scheduling.core import FlavorResource, StopPolicy
 from scheduling.core.snapshot import (
+    QuotaNode,
+    Snapshot,
     add_usage,
     available,
     borrowed,
     find_height_of_lowest_subtree_that_fits,
+    has_child_over_nominal,
     is_within_nominal,
     local_quota,
     potential_available,
@@ -287,3 +290,60 @@ def test_an_admitted_workload_given_as_its_info_is_held_as_given() -> None:
     assert snap.cluster_queues["a"].usage[CPU] == 3000
     assert snap.cluster_queues["b"].usage[CPU] == 2000
     assert snap.cohorts["co"].usage[CPU] == 5000
+
+
+def _over_nominal_recounted(snap: Snapshot) -> dict[str, dict[FlavorResource, int]]:
+    # What ``over_nominal`` must hold: each cohort's children (queues, active or not, and
+    # cohorts) above their subtree quota, counted from scratch.
+    out: dict[str, dict[FlavorResource, int]] = {name: {} for name in snap.cohorts}
+    children: list[QuotaNode] = [*snap.cohorts.values(), *snap._all_cqs.values()]
+    for child in children:
+        if child.parent is None:
+            continue
+        for fr, used in child.usage.items():
+            if used > child.subtree_quota.get(fr, 0):
+                counts = out[child.parent.name]
+                counts[fr] = counts.get(fr, 0) + 1
+    return out
+
+
+def _nonzero(counts: dict[FlavorResource, int]) -> dict[FlavorResource, int]:
+    return {fr: n for fr, n in counts.items() if n}
+
+
+def test_cohorts_count_their_children_above_nominal_as_usage_changes() -> None:
+    held = cluster_queue("held", quotas={"default": {"cpu": "4"}}, cohort="left",
+                         stop_policy=StopPolicy.HOLD)
+    snap = snapshot(
+        [_cq("a", "4", ll="2", parent="left"), _cq("b", "4", parent="left"),
+         _cq("c", "4", parent="root"), held],
+        cohorts=[cohort("left", parent="root"), cohort("root")],
+        admitted_workloads=[admitted("b0", "b", cpu="6")],
+    )
+    assert "held" in snap.inactive
+    # Built from the admitted workloads: b borrows, its cohort does not.
+    assert _nonzero(snap.cohorts["left"].over_nominal) == {CPU: 1}
+    assert _nonzero(snap.cohorts["root"].over_nominal) == {}
+    clone = snap.clone()
+    steps = [("a", 3000), ("a", 4000), ("c", 9000), ("b", -2000), ("a", -7000),
+             ("held", 5000), ("b", -4000), ("c", -9000), ("held", -5000)]
+    for name, value in steps:
+        node = snap.any_cluster_queue(name)
+        assert node is not None
+        if value > 0:
+            add_usage(node, CPU, value)
+        else:
+            remove_usage(node, CPU, -value)
+        want = _over_nominal_recounted(snap)
+        for cohort_name, cohort_node in snap.cohorts.items():
+            assert _nonzero(cohort_node.over_nominal) == want[cohort_name], (name, value)
+            # No child above nominal may be skipped (an inactive queue above nominal
+            # counts too, though it is no scheduling child).
+            children = [*cohort_node.child_cohorts, *cohort_node.child_cqs]
+            if any(not is_within_nominal(child, [CPU]) for child in children):
+                assert has_child_over_nominal(cohort_node, [CPU])
+        if name == "held":
+            assert has_child_over_nominal(snap.cohorts["left"], [CPU]) is (value > 0)
+    assert all(not _nonzero(c.over_nominal) for c in snap.cohorts.values())
+    # The clone kept its own counts.
+    assert _nonzero(clone.cohorts["left"].over_nominal) == {CPU: 1}

@@ -10,7 +10,7 @@ import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tools.bench.engine import run_shape_engine
+from tools.bench.engine import ADMITTED, run_shape_engine
 from tools.bench.shape import read_shape
 
 SHAPE = {
@@ -78,6 +78,15 @@ def test_a_run_keeps_its_backlog_and_admits_within_quota() -> None:
     assert run.heads >= run.admissions
     assert run.admissions_per_second == pytest.approx(run.admissions / sum(run.cycle_cpu_seconds))
     assert run.cycle_ms(0.5) <= run.cycle_ms(0.99)
+    # Every head has one outcome; a cost per head comes only from cycles of one outcome.
+    assert sum(run.outcomes.values()) == run.heads
+    assert run.outcomes[ADMITTED] == run.admissions
+    for kind, cycles in run.single_outcome_cycles.items():
+        assert sum(n for _, n in cycles) <= run.heads
+        cost = run.per_head_us(kind)
+        assert cost is not None
+        assert cost == pytest.approx(sum(c for c, _ in cycles) * 1e6 / sum(n for _, n in cycles))
+    assert run.per_head_us("no such outcome") is None
 
 
 def test_the_same_seed_makes_the_same_decisions() -> None:
@@ -117,7 +126,8 @@ def test_command_prints_both_sizes_their_ratio_and_a_profile(tmp_path: Path) -> 
     assert "pending=    200:" in text
     assert text.count("admissions/s; cycle mean") == 2
     assert "cycle cost at 200 pending / at 50:" in text
-    assert text.count("µs per head") == 2
+    assert text.count("µs per head;") == 2
+    assert text.count("heads by outcome: admitted") == 2
     assert "(per head: " in text
     assert "profile of the cycles at pending=200:" in text
     assert "run_cycle" in text or "cycle.py" in text

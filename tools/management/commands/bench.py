@@ -222,6 +222,25 @@ def _load_shape(path: str) -> Any:
         raise CommandError(f"--config {path}: {exc}") from exc
 
 
+def _outcome_line(run: Any) -> str:
+    """Heads per outcome and, from the cycles whose heads nearly all had one outcome,
+    its cost per head: a cycle of parked heads costs more per head than one of
+    admissions, so two backlogs compare like with like per outcome."""
+    from tools.bench.engine import OUTCOMES, SINGLE_OUTCOME_SHARE
+
+    parts = []
+    for kind in OUTCOMES:
+        heads = run.outcomes.get(kind, 0)
+        if not heads:
+            continue
+        cost = run.per_head_us(kind)
+        cycles = len(run.single_outcome_cycles.get(kind, ()))
+        figure = f"{cost:.0f} µs per head in {cycles} such cycles" if cost is not None else (
+            "no cycle of these alone")
+        parts.append(f"{kind} {heads} ({figure})")
+    return "; ".join(parts) + f" [cycles with ≥{SINGLE_OUTCOME_SHARE:.0%} of one outcome]"
+
+
 class Command(BaseCommand):
     help = "Benchmarks: the scheduler on the whole application, or the engine in memory."
 
@@ -494,6 +513,7 @@ class Command(BaseCommand):
                 f"{run.preemptions} preempted; between "
                 f"cycles {run.between_cpu_seconds * 1000 / run.cycles:.1f} ms"
             )
+            self.stdout.write(f"    heads by outcome: {_outcome_line(run)}")
         if len(means) > 1 and means[0] > 0:
             self.stdout.write(
                 f"  cycle cost at {pending[-1]} pending / at {pending[0]}: "
