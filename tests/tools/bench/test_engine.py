@@ -124,7 +124,8 @@ def test_command_prints_both_sizes_their_ratio_and_a_profile(tmp_path: Path) -> 
     assert "engine: small, 6 cluster queues, 6 cycles per run" in text
     assert "pending=     50:" in text
     assert "pending=    200:" in text
-    assert text.count("admissions/s; cycle mean") == 2
+    assert text.count("counting the collections after the cycles); cycle mean") == 2
+    assert text.count("preempted; collecting after a cycle ") == 2
     assert "cycle cost at 200 pending / at 50:" in text
     assert text.count("µs per head;") == 2
     assert text.count("heads by outcome: admitted") == 2

@@ -507,10 +507,13 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  pending={size:>7}: {run.admissions / run.cycles:.0f} admissions and "
                 f"{run.heads / run.cycles:.0f} heads per cycle, "
-                f"{run.admissions_per_second:,.0f} admissions/s; cycle mean "
+                f"{run.admissions_per_second:,.0f} admissions/s "
+                f"({run.admissions_per_second_collected:,.0f} counting the collections "
+                f"after the cycles); cycle mean "
                 f"{run.cycle_ms():.1f} ms, p50 {run.cycle_ms(0.5):.1f} ms, p99 "
                 f"{run.cycle_ms(0.99):.1f} ms, {per_head[-1]:.0f} µs per head; "
-                f"{run.preemptions} preempted; between "
+                f"{run.preemptions} preempted; collecting after a cycle "
+                f"{run.collect_cpu_seconds * 1000 / run.cycles:.1f} ms; between "
                 f"cycles {run.between_cpu_seconds * 1000 / run.cycles:.1f} ms"
             )
             self.stdout.write(f"    heads by outcome: {_outcome_line(run)}")
