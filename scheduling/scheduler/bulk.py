@@ -169,8 +169,21 @@ def insert_rows(model: type[db_models.Model], rows: Sequence[Mapping[str, Any]],
     """INSERT ``rows``, each a mapping of field name (``attname``: ``cluster_id``) to value,
     without making model instances: for rows that are written and not read back, such as
     the events of an admission cycle, hundreds per call. A field a row leaves out takes
-    its default; a field filled in by ``save()`` (``auto_now``) must be given. Values are
-    converted as ``insert`` converts them, each time once per call."""
+    its default, evaluated once per call (so a callable default such as a UUID must be
+    given per row); a field filled in by ``save()`` (``auto_now``) must be given. Values
+    are converted as ``insert`` converts them, each time once per call, and each JSON
+    object once per call however many rows carry that same object."""
+    _insert_rows(model, rows, batch_size=batch_size, returning=False)
+
+
+def insert_rows_returning_ids(model: type[db_models.Model], rows: Sequence[Mapping[str, Any]],
+                              *, batch_size: int = BATCH_SIZE) -> list[Any]:
+    """``insert_rows``, and the primary key of each row, in the order of ``rows``."""
+    return _insert_rows(model, rows, batch_size=batch_size, returning=True)
+
+
+def _insert_rows(model: type[db_models.Model], rows: Sequence[Mapping[str, Any]], *,
+                 batch_size: int, returning: bool) -> list[Any]:
     meta = model._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key and not f.generated]
     for field in fields:
@@ -178,33 +191,45 @@ def insert_rows(model: type[db_models.Model], rows: Sequence[Mapping[str, Any]],
             missing = [i for i, row in enumerate(rows) if field.attname not in row]
             if missing:
                 raise ValueError(f"rows[{missing[0]}]: {field.attname} must be given")
-    # Per field: its name, its default, and its conversion (None: the value as it is),
-    # with a memo for times: a batch shares a few (the cycle's "now"), converted once.
-    plan: list[tuple[str, Any, Callable[[Any], Any] | None, dict[Any, Any] | None]] = [
+    # Per field: its name, its default, its conversion (None: the value as it is) and a
+    # memo of converted values. A batch shares a few times (the cycle's "now"), memoized by
+    # value, and often the same JSON object in many rows (a default, a shared spec),
+    # memoized by identity: a JSON value is unhashable, and encoding it is the costly part.
+    plan: list[tuple[str, Any, Callable[[Any], Any] | None, dict[Any, Any] | None, bool]] = [
         (field.attname, field.get_default(), None if convert is _as_is else convert,
-         {} if isinstance(field, db_models.DateTimeField) else None)
+         {} if isinstance(field, (db_models.DateTimeField, db_models.JSONField)) else None,
+         isinstance(field, db_models.JSONField))
         for field, convert in zip(fields, _converters(fields), strict=True)]
 
     def values(row: Mapping[str, Any]) -> list[Any]:
         out: list[Any] = []
-        for name, default, convert, memo in plan:
+        for name, default, convert, memo, by_identity in plan:
             value = row.get(name, default)
             if convert is not None:
                 if memo is None:
                     value = convert(value)
-                elif value in memo:
-                    value = memo[value]
                 else:
-                    value = memo[value] = convert(value)
+                    # Rows keep their JSON objects alive for the call, so ids stay unique.
+                    key = id(value) if by_identity else value
+                    if key in memo:
+                        value = memo[key]
+                    else:
+                        value = memo[key] = convert(value)
             out.append(value)
         return out
 
     table = connection.ops.quote_name(meta.db_table)
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    suffix = f" RETURNING {connection.ops.quote_name(meta.pk.column)}" if returning else ""
+    ids: list[Any] = []
     with _cursor() as cursor:
         for start in range(0, len(rows), batch_size):
             source, params = _rows(fields, [values(row) for row in rows[start:start + batch_size]])
-            cursor.execute(f"INSERT INTO {table} ({columns}) {source}", params)
+            # Rows come back in the order they were given (VALUES and unnest keep it).
+            cursor.execute(f"INSERT INTO {table} ({columns}) {source}{suffix}", params)
+            if returning:
+                ids.extend(pk for (pk,) in cursor.fetchall())
+    return ids
 
 
 class VersionedChange(NamedTuple):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from datetime import timezone as dt_timezone
 
@@ -221,3 +222,21 @@ def test_update_versioned_leaves_rows_that_reference_the_written_ones_free_to_in
 
     assert Workload.objects.get(pk=wl.pk).queue_name == "other"
     assert Event.objects.filter(workload_id=wl.pk).count() == 1
+
+
+def test_insert_rows_returning_ids_gives_each_rows_id_and_writes_shared_json_once_each(
+        manager) -> None:
+    at = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    shared = [{"name": "main", "count": 1, "template": {"spec": {}}}]
+    rows = [{"cluster_id": manager.pk, "namespace": "ns", "name": f"w{i}", "uid": uuid.uuid4(),
+             "pod_sets": shared if i != 2 else [], "labels": {"i": str(i)},
+             "created_at": at, "updated_at": at} for i in range(5)]
+    with transaction.atomic():
+        ids = bulk.insert_rows_returning_ids(Workload, rows, batch_size=2)
+
+    stored = dict(Workload.objects.filter(pk__in=ids).values_list("pk", "name"))
+    assert [stored[pk] for pk in ids] == [f"w{i}" for i in range(5)]
+    by_name = {wl.name: wl for wl in Workload.objects.filter(pk__in=ids)}
+    assert [by_name[f"w{i}"].pod_sets for i in range(5)] == [shared, shared, [], shared, shared]
+    assert [by_name[f"w{i}"].labels for i in range(5)] == [{"i": str(i)} for i in range(5)]
+    assert all(wl.conditions == [] and wl.scheduler_state == {} for wl in by_name.values())
