@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, connection, models, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import DEFERRED, F, QuerySet
 from django.utils import timezone
 
@@ -843,21 +843,34 @@ def _insert_workloads(rows: Sequence[dict[str, Any]]) -> list[Workload]:
         stamped.append({**row, "uid": uuid.uuid4(), "created_at": now, "updated_at": now,
                         "queued_at": now})
     ids = bulk.insert_rows_returning_ids(Workload, stamped)
-    meta = Workload._meta
-    plan = [(f.attname, f, isinstance(f, models.JSONField)) for f in meta.concrete_fields]
+    # Per column of the instance: where its value comes from. A default is taken as it is
+    # unless it is a JSON dict or list, made anew for each instance as the field would.
+    plan: list[tuple[str, Any, bool]] = []  # (attname, default, made anew)
+    pk_index = Workload._meta.concrete_fields.index(Workload._meta.pk)
+    for model_field in Workload._meta.concrete_fields:
+        if model_field.primary_key or model_field.generated:
+            plan.append(("", DEFERRED, False))  # the id, set below; a generated column is
+            continue  # computed by the database, and read when first asked for
+        default = model_field.get_default()
+        plan.append((model_field.attname, default, type(default) in (dict, list)))
     alias = connection.alias
+    seen: set[int] = set()  # ids of the JSON values already given to an instance
     created = []
     for pk, row in zip(ids, stamped, strict=True):
         values = []
-        for name, model_field, is_json in plan:
-            if model_field.primary_key:
-                values.append(pk)
-            elif model_field.generated:
-                values.append(DEFERRED)  # computed by the database, read when first asked
-            elif name in row:
-                values.append(json_copy(row[name]) if is_json else row[name])
+        for name, default, anew in plan:
+            if name in row:
+                value = row[name]
+                if type(value) in (dict, list):
+                    # Rows may share a value (equal pod sets): each instance gets its own.
+                    if id(value) in seen:
+                        value = json_copy(value)
+                    else:
+                        seen.add(id(value))
+                values.append(value)
             else:
-                values.append(model_field.get_default())
+                values.append(json_copy(default) if anew else default)
+        values[pk_index] = pk
         workload = Workload(*values)
         workload._state.adding = False
         workload._state.db = alias
