@@ -843,33 +843,30 @@ def _insert_workloads(rows: Sequence[dict[str, Any]]) -> list[Workload]:
         stamped.append({**row, "uid": uuid.uuid4(), "created_at": now, "updated_at": now,
                         "queued_at": now})
     ids = bulk.insert_rows_returning_ids(Workload, stamped)
-    # Per column of the instance: where its value comes from. A default is taken as it is
-    # unless it is a JSON dict or list, made anew for each instance as the field would.
-    plan: list[tuple[str, Any, bool]] = []  # (attname, default, made anew)
-    pk_index = Workload._meta.concrete_fields.index(Workload._meta.pk)
-    for model_field in Workload._meta.concrete_fields:
-        if model_field.primary_key or model_field.generated:
-            plan.append(("", DEFERRED, False))  # the id, set below; a generated column is
-            continue  # computed by the database, and read when first asked for
-        default = model_field.get_default()
-        plan.append((model_field.attname, default, type(default) in (dict, list)))
+    # The instances' values in column order: the defaults, each row's values over them.
+    # A JSON default (a dict or list) is made anew for each instance, as the field would.
+    fields = Workload._meta.concrete_fields
+    # DEFERRED: the id, set below, and the generated columns, which the database computes
+    # and the instance reads when first asked for them.
+    defaults = [DEFERRED if f.primary_key or f.generated else f.get_default() for f in fields]
+    position = {f.attname: index for index, f in enumerate(fields)}
+    made_anew = [index for index, value in enumerate(defaults) if type(value) in (dict, list)]
+    pk_index = position[Workload._meta.pk.attname]
     alias = connection.alias
     seen: set[int] = set()  # ids of the JSON values already given to an instance
     created = []
     for pk, row in zip(ids, stamped, strict=True):
-        values = []
-        for name, default, anew in plan:
-            if name in row:
-                value = row[name]
-                if type(value) in (dict, list):
-                    # Rows may share a value (equal pod sets): each instance gets its own.
-                    if id(value) in seen:
-                        value = json_copy(value)
-                    else:
-                        seen.add(id(value))
-                values.append(value)
-            else:
-                values.append(json_copy(default) if anew else default)
+        values = defaults.copy()
+        for index in made_anew:
+            values[index] = json_copy(defaults[index])
+        for name, value in row.items():
+            if type(value) in (dict, list):
+                # Rows may share a value (equal pod sets): each instance gets its own.
+                if id(value) in seen:
+                    value = json_copy(value)
+                else:
+                    seen.add(id(value))
+            values[position[name]] = value
         values[pk_index] = pk
         workload = Workload(*values)
         workload._state.adding = False
