@@ -240,3 +240,28 @@ def test_insert_rows_returning_ids_gives_each_rows_id_and_writes_shared_json_onc
     assert [by_name[f"w{i}"].pod_sets for i in range(5)] == [shared, shared, [], shared, shared]
     assert [by_name[f"w{i}"].labels for i in range(5)] == [{"i": str(i)} for i in range(5)]
     assert all(wl.conditions == [] and wl.scheduler_state == {} for wl in by_name.values())
+
+
+def test_load_gives_what_only_gives(manager) -> None:
+    at = datetime(2026, 3, 1, 12, 30, 15, 250000, tzinfo=UTC)
+    with transaction.atomic():
+        created = bulk.insert(Workload, [_draft(manager, f"w{i}") for i in range(5)])
+    Workload.objects.filter(pk=created[1].pk).update(
+        conditions=[{"type": "Admitted", "status": "True"}], admission={"clusterQueue": "cq"},
+        quota_reserved_at=at, active=False, preempting=True, phase="Admitted")
+    names = ("cluster_id", "name", "admission", "conditions", "quota_reserved_at", "active",
+             "preempting", "phase", "resource_version", "job_id")
+    ids = [created[i].pk for i in (3, 1, 4)] + [max(w.pk for w in created) + 100]
+
+    loaded = {wl.pk: wl for wl in bulk.load(Workload, ids, names, batch_size=2)}
+    by_orm = {wl.pk: wl for wl in Workload.objects.filter(pk__in=ids).only(*names)}
+
+    assert sorted(loaded) == sorted(by_orm) == sorted(ids[:3])
+    for pk, wl in loaded.items():
+        assert {n: getattr(wl, n) for n in names} == {n: getattr(by_orm[pk], n) for n in names}
+        assert wl.get_deferred_fields() == by_orm[pk].get_deferred_fields()
+        assert not wl._state.adding
+    assert loaded[created[1].pk].quota_reserved_at == at
+    assert loaded[created[1].pk].conditions == [{"type": "Admitted", "status": "True"}]
+    # A field not loaded is read when asked for, as with ``only``.
+    assert loaded[created[3].pk].labels == {"team": "w3"}
