@@ -49,9 +49,25 @@ def _converter(field: db_models.Field[Any, Any], conn: BaseDatabaseWrapper,
     On SQLite the two columns every hot write carries take a shortcut that gives what the
     field gives (``tests/scheduling/test_bulk.py`` compares them): a dict or list of a
     JSON column is dumped, an aware datetime becomes the connection's naive local time as
-    text. Anything else still goes through the field."""
+    text. Anything else still goes through the field.
+
+    On PostgreSQL a JSON value goes as its text too, which the statement's ``jsonb[]`` cast
+    parses as it parses the field's ``Jsonb`` (``_rows``): the field's wrapper is dumped
+    by psycopg for every element of the array, so a value many rows share (a default, a
+    batch's pod sets) would be encoded for each row, where the text is made once per
+    call (``insert_rows``' memo). SQL NULL for None, as the field writes it."""
     def through_field(value: Any) -> Any:
         return field.get_db_prep_save(value, connection=conn)
+
+    if (conn.vendor == "postgresql" and isinstance(field, db_models.JSONField)
+            and field.encoder is None):
+        def jsonb_text(value: Any) -> Any:
+            if value is None:
+                return None
+            if type(value) in _JSON_TYPES:
+                return json.dumps(value)
+            return through_field(value)
+        return jsonb_text
 
     if conn.vendor == "sqlite":
         if isinstance(field, db_models.JSONField) and field.encoder is None:
@@ -74,6 +90,10 @@ def _converter(field: db_models.Field[Any, Any], conn: BaseDatabaseWrapper,
                           db_models.DateField, db_models.DecimalField)):
         return through_field
     return _as_is
+
+
+# What ``jsonb_text`` dumps itself: the types the field's ``Jsonb`` dumps with json.dumps.
+_JSON_TYPES = (dict, list, tuple, str, int, float, bool)
 
 
 def _as_is(value: Any) -> Any:

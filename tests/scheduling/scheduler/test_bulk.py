@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from datetime import timezone as dt_timezone
@@ -173,7 +174,13 @@ def test_a_converter_gives_what_the_field_gives(name, value) -> None:
     field = Workload._meta.get_field(name)
     conn = connections[DEFAULT_DB_ALIAS]
     ours, django = bulk._converter(field, conn)(value), field.get_db_prep_save(value, conn)
-    # PostgreSQL: both go through the field; psycopg's JSON wrappers compare by their value.
+    if conn.vendor == "postgresql" and hasattr(django, "obj"):
+        # A JSON value as its text, which the jsonb cast parses to what the field's
+        # wrapper (psycopg's Jsonb) holds.
+        assert type(ours) is str
+        assert json.loads(ours) == django.obj
+        return
+    # PostgreSQL: times go through the field.
     assert getattr(ours, "obj", ours) == getattr(django, "obj", django)
 
 
