@@ -742,9 +742,14 @@ def create_workloads(
                 for index, ((request, values), (class_name, class_source, priority))
                 in enumerate(zip(drafts, priorities, strict=True))
             ]
-            if len(rows) == 1:
-                return [save_new_workload(Workload(**rows[0]))]
-            return _insert_workloads(rows)
+            created = ([save_new_workload(Workload(**rows[0]))] if len(rows) == 1
+                       else _insert_workloads(rows))
+            # The domain and the owner are at hand: a caller reaches them without a query.
+            for index, workload in enumerate(created):
+                workload.cluster = domain
+                if index in owners:
+                    workload.job = owners[index]
+            return created
     except IntegrityError as exc:
         # Rolled back: the names taken are looked for now, to name one.
         existing = _existing_names(domain, keys)

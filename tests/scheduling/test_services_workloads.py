@@ -278,13 +278,15 @@ def test_a_batch_tells_apart_pod_sets_equal_only_in_python(manager: Cluster) -> 
 
 
 def test_a_batch_stores_what_one_at_a_time_stores(
-        manager: Cluster, user_queue: LocalQueue) -> None:
+        manager: Cluster, user_queue: LocalQueue, django_assert_num_queries: Any) -> None:
     shared = [pod_set(name="main", count=2)]
     created = services.create_workloads([
         services.WorkloadRequest("team-a", f"wl-{i}", spec(podSets=shared, priority=i % 2),
                                  labels={"n": str(i)}) for i in range(3)], cluster=manager)
-    services.create_workload(spec(podSets=shared, priority=1), namespace="team-a",
-                             name="single", labels={"n": "1"})
+    single = services.create_workload(spec(podSets=shared, priority=1), namespace="team-a",
+                                      name="single", labels={"n": "1"})
+    with django_assert_num_queries(0):
+        assert {w.cluster for w in [*created, single]} == {manager}
 
     columns = [f.attname for f in Workload._meta.concrete_fields
                if f.attname not in ("id", "name", "uid", "created_at", "updated_at", "queued_at")]
