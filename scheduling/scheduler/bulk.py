@@ -9,13 +9,17 @@ per batch:
 
 * ``insert`` writes new objects with one ``INSERT ... RETURNING id`` per batch and sets
   their primary keys, as ``bulk_create`` does; ``insert_rows`` writes plain rows (no
-  instances, no keys returned) for what is written and never read back in the call;
+  instances, no keys returned) for what is written and never read back in the call, and
+  ``insert_rows_returning_ids`` the same rows with their keys, for callers that make
+  instances of their own;
+* ``load`` reads instances by primary key with some fields loaded, as ``only()`` does,
+  without building a queryset for each batch of a few hundred keys;
 * ``update_versioned`` is Kubernetes' optimistic write for many objects at once: each row is
   written only if it is still at the ``resource_version`` read (and matches ``where``), its
   version is bumped, and the ids actually written come back (``UPDATE ... FROM (VALUES ...)
   RETURNING id``), so a caller knows exactly which decisions took effect.
 
-Both run on the default connection inside the caller's transaction; PostgreSQL and SQLite
+All run on the default connection inside the caller's transaction; PostgreSQL and SQLite
 (3.35 or later, for RETURNING) are supported. On PostgreSQL the columns go as arrays in the
 binary format (``_cursor``).
 """
