@@ -6,6 +6,7 @@ caller accepts and refuses exactly the same input.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -855,15 +856,16 @@ def _insert_workloads(rows: Sequence[dict[str, Any]]) -> list[Workload]:
     # and the instance reads when first asked for them.
     defaults = [DEFERRED if f.primary_key or f.generated else f.get_default() for f in fields]
     position = {f.attname: index for index, f in enumerate(fields)}
-    made_anew = [index for index, value in enumerate(defaults) if type(value) in (dict, list)]
+    made_anew = [(index, type(value) if not value else functools.partial(json_copy, value))
+                 for index, value in enumerate(defaults) if type(value) in (dict, list)]
     pk_index = position[Workload._meta.pk.attname]
     alias = connection.alias
     seen: set[int] = set()  # ids of the JSON values already given to an instance
     created = []
     for pk, row in zip(ids, stamped, strict=True):
         values = defaults.copy()
-        for index in made_anew:
-            values[index] = json_copy(defaults[index])
+        for index, make in made_anew:
+            values[index] = make()
         for name, value in row.items():
             if type(value) in (dict, list):
                 # Rows may share a value (equal pod sets): each instance gets its own.
