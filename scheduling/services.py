@@ -6,6 +6,7 @@ caller accepts and refuses exactly the same input.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,8 +17,8 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import F, QuerySet
+from django.db import IntegrityError, connection, transaction
+from django.db.models import DEFERRED, F, QuerySet
 from django.utils import timezone
 
 from kueueweb import reconcile
@@ -29,6 +30,7 @@ from scheduling import cron, grants, jobframework
 from scheduling.choices import EventType, JobSource, WorkloadPhase
 from scheduling.core.patch import merge_patch
 from scheduling.jobframework import registry
+from scheduling.jobframework.json_values import json_copy
 from scheduling.models import (
     Event,
     Job,
@@ -663,6 +665,7 @@ def create_workloads(
     drafts: list[tuple[WorkloadRequest, jobframework.WorkloadSpecValues]] = []
     bound: dict[str, NamespaceGrant | None] = {}
     owners: dict[int, Job] = {}
+    pod_sets = jobframework.PodSetValidations()
     for index, request in enumerate(requests):
         item_errors = (jobframework.validate_labels(dict(request.labels))
                        + jobframework.validate_annotations(dict(request.annotations)))
@@ -673,7 +676,8 @@ def create_workloads(
         item_errors.extend(jobframework.validate_object_name(request.name, request.namespace))
         item_errors.extend(grants.namespace_errors(request.namespace))
         elastic = jobframework.is_elastic(request.annotations, slices_enabled=slices_enabled)
-        values, spec_errors = jobframework.validate_workload_spec(request.spec, elastic=elastic)
+        values, spec_errors = jobframework.validate_workload_spec(
+            request.spec, elastic=elastic, pod_sets=pod_sets)
         item_errors.extend(spec_errors)
         if values is not None:
             if request.namespace not in bound:
@@ -717,35 +721,35 @@ def create_workloads(
                 "job__name", flat=True).first()
             if taken is not None:
                 raise ConflictError(f"the owner {taken!r} already has a Workload")
-            local_queues = _local_queues(domain, [(r.namespace, v.queue_name) for r, v in drafts])
+            local_queues = _local_queue_ids(
+                domain, [(r.namespace, v.queue_name) for r, v in drafts])
             admission.request_admission(domain.pk)
-            workloads = [
-                Workload(
-                    cluster=domain, namespace=request.namespace, name=request.name,
-                    job=owners.get(index),
-                    queue_name=values.queue_name,
-                    local_queue=local_queues.get((request.namespace, values.queue_name)),
-                    priority_class_name=class_name,
-                    priority_class_source=class_source,
-                    priority=priority,
-                    active=values.active,
-                    maximum_execution_time_seconds=values.maximum_execution_time_seconds,
-                    pod_sets=values.pod_sets,
-                    labels=dict(request.labels),
-                    annotations=dict(request.annotations),
-                )
+            rows = [
+                {
+                    "cluster_id": domain.pk, "namespace": request.namespace, "name": request.name,
+                    "job_id": owner.pk if (owner := owners.get(index)) is not None else None,
+                    "queue_name": values.queue_name,
+                    "local_queue_id": local_queues.get((request.namespace, values.queue_name)),
+                    "priority_class_name": class_name,
+                    "priority_class_source": class_source,
+                    "priority": priority,
+                    "active": values.active,
+                    "maximum_execution_time_seconds": values.maximum_execution_time_seconds,
+                    "pod_sets": values.pod_sets,
+                    "labels": dict(request.labels),
+                    "annotations": dict(request.annotations),
+                }
                 # With no error, every request has its draft, at its own index.
                 for index, ((request, values), (class_name, class_source, priority))
                 in enumerate(zip(drafts, priorities, strict=True))
             ]
-            if len(workloads) == 1:
-                return [save_new_workload(workloads[0])]
-            created = bulk.insert(Workload, workloads)
-            # Kueue orders a queue by creation time: queued_at starts as created_at.
-            Workload.objects.filter(pk__in=[w.pk for w in created]).update(
-                queued_at=F("created_at"))
-            for workload in created:
-                workload.queued_at = workload.created_at
+            created = ([save_new_workload(Workload(**rows[0]))] if len(rows) == 1
+                       else _insert_workloads(rows))
+            # The domain and the owner are at hand: a caller reaches them without a query.
+            for index, workload in enumerate(created):
+                workload.cluster = domain
+                if index in owners:
+                    workload.job = owners[index]
             return created
     except IntegrityError as exc:
         # Rolled back: the names taken are looked for now, to name one.
@@ -811,10 +815,10 @@ def _existing_names(domain: Cluster, keys: Sequence[tuple[str, str]]) -> list[st
     return sorted(name for namespace, name in found if (namespace, name) in wanted)
 
 
-def _local_queues(
-    domain: Cluster, keys: Sequence[tuple[str, str]]
-) -> dict[tuple[str, str], LocalQueue]:
-    """The LocalQueues named by (namespace, queue name) that exist, in one query.
+def _local_queue_ids(domain: Cluster, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """The ids of the LocalQueues named by (namespace, queue name) that exist, in one query
+    (ids, not instances: a batch names hundreds of queues, and a new workload needs only
+    the key).
 
     Selected by namespace only: a namespace holds a few local queues, and a filter on the
     names as well would make the database probe every (namespace, name) combination of the
@@ -822,8 +826,60 @@ def _local_queues(
     wanted = {key for key in keys if key[1]}
     if not wanted:
         return {}
-    found = LocalQueue.objects.filter(cluster=domain, namespace__in={ns for ns, _ in wanted})
-    return {(lq.namespace, lq.name): lq for lq in found if (lq.namespace, lq.name) in wanted}
+    found = LocalQueue.objects.filter(
+        cluster=domain, namespace__in={ns for ns, _ in wanted}).values_list("namespace", "name", "pk")
+    return {(namespace, name): pk for namespace, name, pk in found if (namespace, name) in wanted}
+
+
+def _insert_workloads(rows: Sequence[dict[str, Any]]) -> list[Workload]:
+    """Insert pending workloads, one row of values (field ``attname`` to value) each, as
+    ``save_new_workload`` inserts one: queued at their creation time, written once (the
+    version readers cache rows by stays the first). The rows go as rows
+    (``bulk.insert_rows_returning_ids``), not as model instances through ``save()`` or
+    ``bulk_create``: preparing every field of every instance cost more than the INSERT.
+
+    Each row is stamped with its own creation time, in order, as saving one after the
+    other would, so that ties in a queue (same priority) keep the order of the batch.
+    The Workloads returned are built afterwards from the rows, with their own copies of
+    the JSON values and the other fields' defaults, as a load from the database makes them."""
+    stamped = []
+    for row in rows:
+        now = timezone.now()
+        # Kueue orders a queue by creation time: queued_at starts as created_at.
+        stamped.append({**row, "uid": uuid.uuid4(), "created_at": now, "updated_at": now,
+                        "queued_at": now})
+    ids = bulk.insert_rows_returning_ids(Workload, stamped)
+    # The instances' values in column order: the defaults, each row's values over them.
+    # A JSON default (a dict or list) is made anew for each instance, as the field would.
+    fields = Workload._meta.concrete_fields
+    # DEFERRED: the id, set below, and the generated columns, which the database computes
+    # and the instance reads when first asked for them.
+    defaults = [DEFERRED if f.primary_key or f.generated else f.get_default() for f in fields]
+    position = {f.attname: index for index, f in enumerate(fields)}
+    made_anew = [(index, type(value) if not value else functools.partial(json_copy, value))
+                 for index, value in enumerate(defaults) if type(value) in (dict, list)]
+    pk_index = position[Workload._meta.pk.attname]
+    alias = connection.alias
+    seen: set[int] = set()  # ids of the JSON values already given to an instance
+    created = []
+    for pk, row in zip(ids, stamped, strict=True):
+        values = defaults.copy()
+        for index, make in made_anew:
+            values[index] = make()
+        for name, value in row.items():
+            if type(value) in (dict, list):
+                # Rows may share a value (equal pod sets): each instance gets its own.
+                if id(value) in seen:
+                    value = json_copy(value)
+                else:
+                    seen.add(id(value))
+            values[position[name]] = value
+        values[pk_index] = pk
+        workload = Workload(*values)
+        workload._state.adding = False
+        workload._state.db = alias
+        created.append(workload)
+    return created
 
 
 def update_workload(

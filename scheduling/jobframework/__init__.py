@@ -80,6 +80,7 @@ from scheduling.jobframework.validation import (
     validate_queue_name,
 )
 from scheduling.jobframework.workload import (
+    PodSetValidations,
     PriorityRequest,
     WorkloadDraft,
     WorkloadSpecValues,
@@ -168,6 +169,7 @@ __all__ = [
     "validate_pod_template",
     "validate_queue_name",
     "validate_workload_spec",
+    "PodSetValidations",
     "prebuilt_workload_annotations",
     "workload_name_for_owner",
     "workload_spec",

@@ -39,6 +39,7 @@ from scheduling.jobframework.constants import (
     WORKLOAD_PRIORITY_CLASS_SOURCE,
     WORKLOAD_SLICE_NAME_ANNOTATION,
 )
+from scheduling.jobframework.json_values import NotJson, json_key
 from scheduling.jobframework.validation import (
     NAME_SUFFIX_LENGTH,
     dns_label_message,
@@ -262,6 +263,34 @@ def _validate_pod_sets(
     return result
 
 
+class PodSetValidations:
+    """``spec.podSets`` validated once per distinct value, for the specs of one batch: a
+    generator or an automation submits thousands of workloads from a handful of templates
+    (each with its own name and queue), and validating and copying pod sets is most of
+    what checking a spec costs. Values are the same only if they are the same JSON,
+    types and key order included (``json_key``); any other value is validated on its own.
+    The errors carry no item index, so a shared result reads as the item's own.
+
+    Specs with equal pod sets share the normalized list: whoever keeps it past the batch
+    (a model instance) takes a copy."""
+
+    def __init__(self) -> None:
+        self._results: dict[tuple[Any, bool], tuple[list[dict[str, Any]], list[FieldError]]] = {}
+
+    def __call__(self, pod_sets: Any, errors: list[FieldError], *, elastic: bool,
+                 ) -> list[dict[str, Any]]:
+        try:
+            key = (json_key(pod_sets), elastic)
+        except NotJson:
+            return _validate_pod_sets(pod_sets, errors, elastic=elastic)
+        if key not in self._results:
+            found: list[FieldError] = []
+            self._results[key] = (_validate_pod_sets(pod_sets, found, elastic=elastic), found)
+        result, found = self._results[key]
+        errors.extend(found)
+        return result
+
+
 def priority_class_path(spec: Mapping[str, Any]) -> str:
     """Where an error about the named priority class goes (v1beta2 or v1beta1 spelling)."""
     if isinstance(spec, Mapping) and spec.get("priorityClassRef") is not None:
@@ -314,7 +343,7 @@ def priority_request(spec: Mapping[str, Any]) -> tuple[PriorityRequest, list[Fie
 
 
 def validate_workload_spec(
-    spec: Any, *, elastic: bool = False
+    spec: Any, *, elastic: bool = False, pod_sets: PodSetValidations | None = None,
 ) -> tuple[WorkloadSpecValues | None, list[FieldError]]:
     """Kueue's rules for a Workload ``spec``, and the spec's values with defaults applied.
 
@@ -323,11 +352,13 @@ def validate_workload_spec(
     on at most one pod set, never with an elastic workload; valid non-negative requests
     without the reserved ``pods``; a DNS-subdomain ``queueName``; a priority class reference
     or an int32 ``priority``; boolean ``active``; ``maximumExecutionTimeSeconds`` ≥ 1.
+    ``pod_sets``: where a batch validates its pod sets (once per distinct value).
     """
     errors: list[FieldError] = []
     if not isinstance(spec, Mapping):
         return None, [FieldError("spec", "is required" if spec is None else "must be an object")]
-    pod_sets = _validate_pod_sets(spec.get("podSets"), errors, elastic=elastic)
+    validate_pod_sets = _validate_pod_sets if pod_sets is None else pod_sets
+    normalized = validate_pod_sets(spec.get("podSets"), errors, elastic=elastic)
     queue_name = spec.get("queueName") or ""
     errors.extend(validate_queue_name(queue_name))
     priority, priority_errors = priority_request(spec)
@@ -342,7 +373,7 @@ def validate_workload_spec(
     if errors:
         return None, errors
     return WorkloadSpecValues(
-        pod_sets=pod_sets,
+        pod_sets=normalized,
         queue_name=str(queue_name),
         priority=priority,
         active=bool(active),

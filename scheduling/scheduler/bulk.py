@@ -9,13 +9,17 @@ per batch:
 
 * ``insert`` writes new objects with one ``INSERT ... RETURNING id`` per batch and sets
   their primary keys, as ``bulk_create`` does; ``insert_rows`` writes plain rows (no
-  instances, no keys returned) for what is written and never read back in the call;
+  instances, no keys returned) for what is written and never read back in the call, and
+  ``insert_rows_returning_ids`` the same rows with their keys, for callers that make
+  instances of their own;
+* ``load`` reads instances by primary key with some fields loaded, as ``only()`` does,
+  without building a queryset for each batch of a few hundred keys;
 * ``update_versioned`` is Kubernetes' optimistic write for many objects at once: each row is
   written only if it is still at the ``resource_version`` read (and matches ``where``), its
   version is bumped, and the ids actually written come back (``UPDATE ... FROM (VALUES ...)
   RETURNING id``), so a caller knows exactly which decisions took effect.
 
-Both run on the default connection inside the caller's transaction; PostgreSQL and SQLite
+All run on the default connection inside the caller's transaction; PostgreSQL and SQLite
 (3.35 or later, for RETURNING) are supported. On PostgreSQL the columns go as arrays in the
 binary format (``_cursor``).
 """
@@ -23,7 +27,7 @@ binary format (``_cursor``).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
@@ -49,9 +53,25 @@ def _converter(field: db_models.Field[Any, Any], conn: BaseDatabaseWrapper,
     On SQLite the two columns every hot write carries take a shortcut that gives what the
     field gives (``tests/scheduling/test_bulk.py`` compares them): a dict or list of a
     JSON column is dumped, an aware datetime becomes the connection's naive local time as
-    text. Anything else still goes through the field."""
+    text. Anything else still goes through the field.
+
+    On PostgreSQL a JSON value goes as its text too, which the statement's ``jsonb[]`` cast
+    parses as it parses the field's ``Jsonb`` (``_rows``): the field's wrapper is dumped
+    by psycopg for every element of the array, so a value many rows share (a default, a
+    batch's pod sets) would be encoded for each row, where the text is made once per
+    call (``insert_rows``' memo). SQL NULL for None, as the field writes it."""
     def through_field(value: Any) -> Any:
         return field.get_db_prep_save(value, connection=conn)
+
+    if (conn.vendor == "postgresql" and isinstance(field, db_models.JSONField)
+            and field.encoder is None):
+        def jsonb_text(value: Any) -> Any:
+            if value is None:
+                return None
+            if type(value) in _JSON_TYPES:
+                return json.dumps(value)
+            return through_field(value)
+        return jsonb_text
 
     if conn.vendor == "sqlite":
         if isinstance(field, db_models.JSONField) and field.encoder is None:
@@ -74,6 +94,10 @@ def _converter(field: db_models.Field[Any, Any], conn: BaseDatabaseWrapper,
                           db_models.DateField, db_models.DecimalField)):
         return through_field
     return _as_is
+
+
+# What ``jsonb_text`` dumps itself: the types the field's ``Jsonb`` dumps with json.dumps.
+_JSON_TYPES = (dict, list, tuple, str, int, float, bool)
 
 
 def _as_is(value: Any) -> Any:
@@ -169,8 +193,21 @@ def insert_rows(model: type[db_models.Model], rows: Sequence[Mapping[str, Any]],
     """INSERT ``rows``, each a mapping of field name (``attname``: ``cluster_id``) to value,
     without making model instances: for rows that are written and not read back, such as
     the events of an admission cycle, hundreds per call. A field a row leaves out takes
-    its default; a field filled in by ``save()`` (``auto_now``) must be given. Values are
-    converted as ``insert`` converts them, each time once per call."""
+    its default, evaluated once per call (so a callable default such as a UUID must be
+    given per row); a field filled in by ``save()`` (``auto_now``) must be given. Values
+    are converted as ``insert`` converts them, each time once per call, and each JSON
+    object once per call however many rows carry that same object."""
+    _insert_rows(model, rows, batch_size=batch_size, returning=False)
+
+
+def insert_rows_returning_ids(model: type[db_models.Model], rows: Sequence[Mapping[str, Any]],
+                              *, batch_size: int = BATCH_SIZE) -> list[Any]:
+    """``insert_rows``, and the primary key of each row, in the order of ``rows``."""
+    return _insert_rows(model, rows, batch_size=batch_size, returning=True)
+
+
+def _insert_rows(model: type[db_models.Model], rows: Sequence[Mapping[str, Any]], *,
+                 batch_size: int, returning: bool) -> list[Any]:
     meta = model._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key and not f.generated]
     for field in fields:
@@ -178,33 +215,93 @@ def insert_rows(model: type[db_models.Model], rows: Sequence[Mapping[str, Any]],
             missing = [i for i, row in enumerate(rows) if field.attname not in row]
             if missing:
                 raise ValueError(f"rows[{missing[0]}]: {field.attname} must be given")
-    # Per field: its name, its default, and its conversion (None: the value as it is),
-    # with a memo for times: a batch shares a few (the cycle's "now"), converted once.
-    plan: list[tuple[str, Any, Callable[[Any], Any] | None, dict[Any, Any] | None]] = [
+    # Per field: its name, its default, its conversion (None: the value as it is) and a
+    # memo of converted values. A batch shares a few times (the cycle's "now"), memoized by
+    # value, and often the same JSON object in many rows (a default, a shared spec),
+    # memoized by identity: a JSON value is unhashable, and encoding it is the costly part.
+    plan: list[tuple[str, Any, Callable[[Any], Any] | None, dict[Any, Any] | None, bool]] = [
         (field.attname, field.get_default(), None if convert is _as_is else convert,
-         {} if isinstance(field, db_models.DateTimeField) else None)
+         {} if isinstance(field, (db_models.DateTimeField, db_models.JSONField)) else None,
+         isinstance(field, db_models.JSONField))
         for field, convert in zip(fields, _converters(fields), strict=True)]
 
     def values(row: Mapping[str, Any]) -> list[Any]:
         out: list[Any] = []
-        for name, default, convert, memo in plan:
+        for name, default, convert, memo, by_identity in plan:
             value = row.get(name, default)
             if convert is not None:
                 if memo is None:
                     value = convert(value)
-                elif value in memo:
-                    value = memo[value]
                 else:
-                    value = memo[value] = convert(value)
+                    # Rows keep their JSON objects alive for the call, so ids stay unique.
+                    key = id(value) if by_identity else value
+                    if key in memo:
+                        value = memo[key]
+                    else:
+                        value = memo[key] = convert(value)
             out.append(value)
         return out
 
     table = connection.ops.quote_name(meta.db_table)
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    suffix = f" RETURNING {connection.ops.quote_name(meta.pk.column)}" if returning else ""
+    ids: list[Any] = []
     with _cursor() as cursor:
         for start in range(0, len(rows), batch_size):
             source, params = _rows(fields, [values(row) for row in rows[start:start + batch_size]])
-            cursor.execute(f"INSERT INTO {table} ({columns}) {source}", params)
+            # Rows come back in the order they were given (VALUES and unnest keep it).
+            cursor.execute(f"INSERT INTO {table} ({columns}) {source}{suffix}", params)
+            if returning:
+                ids.extend(pk for (pk,) in cursor.fetchall())
+    return ids
+
+
+def load(model: type[_M], ids: Iterable[Any], field_names: Sequence[str], *,
+         batch_size: int = BATCH_SIZE) -> list[_M]:
+    """The instances of ``model`` whose primary keys are in ``ids`` (those that exist, in
+    no particular order) with ``field_names`` loaded, as ``.filter(pk__in=ids).only(...)``
+    loads them: the values converted by the same converters, any other field read when
+    first asked for. A reconciler that reads a few hundred rows by key at a time spent
+    more on the queryset (compiling its SQL, dispatching converters, ``from_db``'s search
+    for each field among those loaded) than on the read: here the statement and the plan
+    are made once per call."""
+    meta = model._meta
+    names = list(dict.fromkeys([meta.pk.name, *field_names]))
+    fields = [meta.get_field(name) for name in names]
+    table = connection.ops.quote_name(meta.db_table)
+    columns = []
+    # Per field loaded: its place among the model's columns and its converters, as the
+    # queryset's compiler finds them.
+    plan: list[tuple[int, list[Callable[..., Any]], Any]] = []
+    positions = {f.attname: i for i, f in enumerate(meta.concrete_fields)}
+    for field in fields:
+        assert isinstance(field, db_models.Field)
+        assert field.column is not None
+        columns.append(f"{table}.{connection.ops.quote_name(field.column)}")
+        col = field.get_col(meta.db_table)
+        converters = [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)]
+        plan.append((positions[field.attname], converters, col))
+    template: list[Any] = [db_models.DEFERRED] * len(meta.concrete_fields)
+    attnames = [f.attname for f in meta.concrete_fields]  # with a value in every place
+    pk_column = f"{table}.{connection.ops.quote_name(meta.pk.column)}"
+    keys = list(ids)
+    found: list[_M] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(keys), batch_size):
+            chunk = keys[start:start + batch_size]
+            if connection.vendor == "postgresql":
+                where, params = f"{pk_column} = ANY(%s)", [chunk]
+            else:
+                where, params = f"{pk_column} IN ({', '.join(['%s'] * len(chunk))})", chunk
+            cursor.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {where}", params)
+            for row in cursor.fetchall():
+                values = template.copy()
+                for value, (position, converters, col) in zip(row, plan, strict=True):
+                    for convert in converters:
+                        value = convert(value, col, connection)
+                    values[position] = value
+                found.append(model.from_db(connection.alias, attnames, values))
+    return found
 
 
 class VersionedChange(NamedTuple):

@@ -674,8 +674,7 @@ def finish_workloads(
     # Read by primary key alone, the domain and the phase checked here: asked of the
     # database, a table without statistics yet was read through the domain's index, every
     # finished workload of the domain with it, to find the few that finish now.
-    workloads = [wl for wl in Workload.objects.filter(pk__in=list(versions))
-                 .only(*_FINISHING_FIELDS)
+    workloads = [wl for wl in bulk.load(Workload, versions, _FINISHING_FIELDS)
                  if wl.cluster_id == cluster_id and wl.phase != WorkloadPhase.FINISHED
                  and wl.resource_version == versions[wl.pk]]
     changes = {wl.pk: _finished_values(wl, reason, message, now=now) for wl in workloads}

@@ -252,6 +252,68 @@ def test_a_batch_finds_each_local_queue_by_namespace_and_name(
     assert [w.local_queue_id for w in created] == [user_queue.pk, other.pk, None]
 
 
+def test_a_batch_reports_equal_invalid_pod_sets_on_each_item(manager: Cluster) -> None:
+    bad = [pod_set(name="main", count=0)]
+    batch = [services.WorkloadRequest("team-a", "a", spec(podSets=bad)),
+             services.WorkloadRequest("team-a", "b", spec()),
+             services.WorkloadRequest("team-b", "c", spec(podSets=[pod_set(name="main", count=0)]))]
+
+    with pytest.raises(ValidationError) as raised:
+        services.create_workloads(batch, cluster=manager)
+
+    assert sorted(raised.value.message_dict) == [
+        "items[0].spec.podSets[0].count", "items[2].spec.podSets[0].count"]
+    assert not Workload.objects.exists()
+
+
+def test_a_batch_tells_apart_pod_sets_equal_only_in_python(manager: Cluster) -> None:
+    # ``True == 1`` in Python, but a count must be an integer: the first is refused alone.
+    batch = [services.WorkloadRequest("team-a", "a", spec(podSets=[pod_set(count=True)])),
+             services.WorkloadRequest("team-a", "b", spec(podSets=[pod_set(count=1)]))]
+
+    with pytest.raises(ValidationError) as raised:
+        services.create_workloads(batch, cluster=manager)
+
+    assert list(raised.value.message_dict) == ["items[0].spec.podSets[0].count"]
+
+
+def test_a_batch_stores_what_one_at_a_time_stores(
+        manager: Cluster, user_queue: LocalQueue, django_assert_num_queries: Any) -> None:
+    shared = [pod_set(name="main", count=2)]
+    created = services.create_workloads([
+        services.WorkloadRequest("team-a", f"wl-{i}", spec(podSets=shared, priority=i % 2),
+                                 labels={"n": str(i)}) for i in range(3)], cluster=manager)
+    single = services.create_workload(spec(podSets=shared, priority=1), namespace="team-a",
+                                      name="single", labels={"n": "1"})
+    with django_assert_num_queries(0):
+        assert {w.cluster for w in [*created, single]} == {manager}
+
+    columns = [f.attname for f in Workload._meta.concrete_fields
+               if f.attname not in ("id", "name", "uid", "created_at", "updated_at", "queued_at")]
+    stored = {row["name"]: row for row in Workload.objects.values("name", *columns)}
+    assert {name: stored[name] for name in ("wl-1", "single")} == {
+        "wl-1": {**stored["single"], "name": "wl-1"}, "single": stored["single"]}
+    # Queued at creation, in the order of the batch, from the INSERT itself (first version).
+    rows = list(Workload.objects.filter(name__startswith="wl-").order_by("id").values_list(
+        "name", "created_at", "updated_at", "queued_at", "resource_version"))
+    assert [name for name, *_ in rows] == ["wl-0", "wl-1", "wl-2"]
+    assert all(created_at == queued_at == updated_at and version == 1
+               for _, created_at, updated_at, queued_at, version in rows)
+    assert [created_at for _, created_at, *_ in rows] == sorted(
+        created_at for _, created_at, *_ in rows)
+
+    # What the caller gets is what a load gives, each with its own JSON values.
+    for workload in created:
+        loaded = Workload.objects.get(pk=workload.pk)
+        assert {f.attname: getattr(workload, f.attname)
+                for f in Workload._meta.concrete_fields} == {
+            f.attname: getattr(loaded, f.attname) for f in Workload._meta.concrete_fields}
+    created[0].pod_sets[0]["count"] = 5
+    created[0].conditions.append({"type": "X"})
+    assert (created[1].pod_sets[0]["count"], created[1].conditions) == (2, [])
+    assert shared[0]["count"] == 2
+
+
 # --- Deletion ---------------------------------------------------------------------------------
 
 
