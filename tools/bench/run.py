@@ -48,6 +48,8 @@ from tools.bench.report import measure_lines, summarize
 from tools.bench.shape import Shape
 
 FLAVOR = "rf"  # Kueue's generator default flavor name
+# Kueue's benchmark scheduler runs with an empty Configuration: no waitForPodsReady.
+KUEUE_WAIT_FOR_PODS_READY = False
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -170,12 +172,13 @@ class Workers:
 
 
 def production_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """What the workers need to run as production does, with DEBUG off: the deployment's
-    secrets when it has them, else throwaway ones (a benchmark stores no session or
-    kubeconfig that must outlive it)."""
+    """What the workers need to run as production does, with DEBUG off and Kueue's
+    benchmark configuration (``run``): the deployment's secrets when it has them, else
+    throwaway ones (a benchmark stores no session or kubeconfig that must outlive it)."""
     from cryptography.fernet import Fernet
 
-    env = {"DEBUG": "false"}
+    env = {"DEBUG": "false",
+           "KUEUEWEB_WAIT_FOR_PODS_READY": str(KUEUE_WAIT_FOR_PODS_READY).lower()}
     if not (environ.get("SECRET_KEY") or environ.get("SECRET_KEY_FILE")):
         env["SECRET_KEY"] = secrets.token_urlsafe(50)
     if not (environ.get("KUEUEWEB_ENCRYPTION_KEY") or environ.get("KUEUEWEB_ENCRYPTION_KEY_FILE")):
@@ -204,8 +207,15 @@ def run(
 
     It measures what production runs: DEBUG off, here and in the workers. With DEBUG on,
     Django's debug cursor records every statement, and on SQLite renders each one's
-    parameters through one more query (a tenth of the admission loop's time)."""
-    with override_settings(DEBUG=False):
+    parameters through one more query (a tenth of the admission loop's time).
+
+    It runs Kueue's configuration of the benchmark: Kueue's runner starts its scheduler
+    (``test/performance/scheduler/minimalkueue``) with an empty Configuration, so without
+    waitForPodsReady, which kueueweb turns on by default. The simulated cluster has no
+    pods to become ready either: with it on, every admitted workload would look stuck to
+    the lifecycle pass, which would read them all on every pass."""
+    bench_settings = {**settings.KUEUEWEB, "WAIT_FOR_PODS_READY": KUEUE_WAIT_FOR_PODS_READY}
+    with override_settings(DEBUG=False, KUEUEWEB=bench_settings):
         return _run(shape, workers=workers, timeout_seconds=timeout_seconds,
                     progress_seconds=progress_seconds, model_cache=model_cache,
                     profile=profile, log=log)
@@ -286,6 +296,7 @@ def _run(shape: Shape, *, workers: int, timeout_seconds: float, progress_seconds
         "database": db["ENGINE"].rsplit(".", 1)[-1],
         "debug": settings.DEBUG,
         "requeueBatchPeriodSeconds": float(settings.KUEUEWEB["REQUEUE_BATCH_PERIOD_SECONDS"]),
+        "waitForPodsReady": bool(settings.KUEUEWEB["WAIT_FOR_PODS_READY"]),
         "generator": {"requests": generator.stats.requests,
                       "maxLagMs": round(generator.stats.max_lag_ms)},
         "simulatedCluster": {"runsStarted": cluster.stats.started,
@@ -344,7 +355,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines = [
         f"summary: {summary['config']} in {summary['mode']} mode ({summary['database']}, "
         f"{summary['machine']['cpus']} cpus, requeue batch period "
-        f"{summary['requeueBatchPeriodSeconds']:g}s)",
+        f"{summary['requeueBatchPeriodSeconds']:g}s, waitForPodsReady "
+        f"{'on' if summary.get('waitForPodsReady') else 'off'})",
         *measure_lines(summary),
     ]
     p = summary["process"]

@@ -56,6 +56,7 @@ def test_bench_scheduler_admits_runs_and_finishes_every_workload(tmp_path: Path)
     assert summary["mode"] == "embedded"
     assert summary["debug"] is False  # measured as production runs, whatever DEBUG says
     assert summary["requeueBatchPeriodSeconds"] == 0.5  # the setting the run used
+    assert summary["waitForPodsReady"] is False  # Kueue's benchmark configuration
     assert summary["workloads"] == summary["finished"] == summary["expectedWorkloads"] == 96
     assert summary["quotaViolations"] == 0
     assert summary["admissions"] >= 96
@@ -89,7 +90,7 @@ def test_bench_scheduler_admits_runs_and_finishes_every_workload(tmp_path: Path)
     assert (tmp_path / "model-cache" / f"{summary['modelReference']['key']}.json").is_file()
     # The progress and the summary lines an operator reads.
     assert "summary: small in embedded mode" in done.stdout
-    assert "requeue batch period 0.5s" in done.stdout
+    assert "requeue batch period 0.5s, waitForPodsReady off" in done.stdout
     assert "time to admission avg" in done.stdout
     assert "creation lag (actual - scheduled creation): p50" in done.stdout
     assert "lowerBoundWallMs: the shape says 1.00 s, computed" in done.stdout
