@@ -351,13 +351,9 @@ def admitted_workload(row: Mapping[str, Any]) -> core.types.Workload:
     )
     evicted = _true_condition(row["conditions"], "Evicted")
     return core.types.Workload(
-        namespace=row["namespace"],
-        name=row["name"],
+        **_identity(row),
         pod_sets=pod_sets,
-        queue_name=row["queue_name"] or None,
-        priority=row["priority"],
         creation_time=epoch(row["created_at"]),
-        uid=str(row["uid"]),
         admission=admission,
         quota_reserved_time=epoch(row["quota_reserved_at"]),
         evicted_reason=evicted.get("reason") if evicted else None,
@@ -407,6 +403,13 @@ def load_cluster_objects(cluster_id: int) -> ClusterObjects:
         overheads=overheads)
 
 
+def _identity(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine workload's fields a values() row gives as they are, pending or admitted."""
+    return {"namespace": row["namespace"], "name": row["name"],
+            "queue_name": row["queue_name"] or None, "priority": row["priority"],
+            "uid": str(row["uid"])}
+
+
 def pending_workload(row: Mapping[str, Any],
                      objects: ClusterObjects = NO_CLUSTER_OBJECTS) -> core.types.Workload:
     """A pending workload (a head), from its values() row, its requests adjusted for the
@@ -414,13 +417,9 @@ def pending_workload(row: Mapping[str, Any],
     stored pod sets stay as they were submitted."""
     pod_sets, inadmissible = engine_pod_sets.get(row, objects)
     return core.types.Workload(
-        namespace=row["namespace"],
-        name=row["name"],
+        **_identity(row),
         pod_sets=pod_sets,
-        queue_name=row["queue_name"] or None,
-        priority=row["priority"],
         creation_time=epoch(row["queued_at"] or row["created_at"]),
-        uid=str(row["uid"]),
         active=row["active"],
         inadmissible=inadmissible,
     )

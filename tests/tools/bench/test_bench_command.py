@@ -35,21 +35,28 @@ lowerBoundWallMs: 1000
 """
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_bench_scheduler_admits_runs_and_finishes_every_workload(tmp_path: Path) -> None:
+def run_small_shape(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+                    ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``bench scheduler`` on ``SMALL_SHAPE`` in embedded mode, in its own process."""
     config = tmp_path / "small.yaml"
     config.write_text(SMALL_SHAPE)
     output = tmp_path / "summary.json"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
-    env["KUEUEWEB_REQUEUE_BATCH_PERIOD_SECONDS"] = "0.5"
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
     done = subprocess.run(
         [sys.executable, "manage.py", "bench", "scheduler", "--config", str(config),
          "--output", str(output), "--timeout", "180",
-         "--model-cache", str(tmp_path / "model-cache")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=230,
+         "--model-cache", str(tmp_path / "model-cache"), *args],
+        cwd=ROOT, env={**environ, **(env or {})}, capture_output=True, text=True, timeout=230,
     )
+    return done, output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_bench_scheduler_admits_runs_and_finishes_every_workload(tmp_path: Path) -> None:
+    done, output = run_small_shape(tmp_path,
+                                   env={"KUEUEWEB_REQUEUE_BATCH_PERIOD_SECONDS": "0.5"})
 
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads(output.read_text())
@@ -101,17 +108,7 @@ def test_bench_scheduler_admits_runs_and_finishes_every_workload(tmp_path: Path)
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_bench_scheduler_profiles_each_thread_of_an_embedded_run(tmp_path: Path) -> None:
-    config = tmp_path / "small.yaml"
-    config.write_text(SMALL_SHAPE)
-    output = tmp_path / "summary.json"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
-    done = subprocess.run(
-        [sys.executable, "manage.py", "bench", "scheduler", "--config", str(config),
-         "--output", str(output), "--timeout", "180", "--profile",
-         "--model-cache", str(tmp_path / "model-cache")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=230,
-    )
+    done, output = run_small_shape(tmp_path, "--profile")
 
     assert done.returncode == 0, done.stdout + done.stderr
     profile = json.loads(output.read_text())["profile"]
