@@ -12,6 +12,7 @@ the web server, without its sockets.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import statistics
 import subprocess
@@ -46,6 +47,8 @@ class SoakFigures:
     seconds: float
     requests: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
+    # The scale calls' answers alone: a scale of a job that has finished is refused (400).
+    scale_statuses: dict[str, int] = field(default_factory=dict)
     server_errors: int = 0
     latency_ms: dict[str, float] = field(default_factory=dict)
     deadlocks: int = 0
@@ -222,10 +225,16 @@ def _periodic_runs(redis: Any) -> dict[str, float]:
 
 
 def run(*, seconds: float, rate: float, clients: int = 6, workers: int = 2,
-        concurrency: int = 2, period: float = 2.0, speed: float = 10.0, run_seconds: int = 30,
-        log: Log = lambda _: None) -> SoakFigures:
+        concurrency: int = 2, period: float = 2.0, speed: float = 10.0,
+        run_seconds: int | None = None, log: Log = lambda _: None) -> SoakFigures:
     """Start workers and beat, send ``rate`` submissions (each followed by a scale call)
-    per second from ``clients`` threads for ``seconds``, and measure."""
+    per second from ``clients`` threads for ``seconds``, and measure.
+
+    A job sleeps ``run_seconds`` (by default long enough that, at the cluster's ``speed``,
+    it still runs two of its client's intervals later): the scale call targets the client's
+    previous job, and must find it running for the soak to scale jobs under load."""
+    if run_seconds is None:
+        run_seconds = math.ceil(2 * clients / rate * speed)
     import redis as redis_client
 
     if connection.vendor != "postgresql" or not settings.REDIS_URL:
@@ -269,6 +278,8 @@ def run(*, seconds: float, rate: float, clients: int = 6, workers: int = 2,
     codes = Counter(str(status) for _, status, _ in results)
     figures.requests = len(results)
     figures.statuses = dict(sorted(codes.items()))
+    figures.scale_statuses = dict(sorted(Counter(
+        str(status) for kind, status, _ in results if kind == "scale").items()))
     figures.server_errors = sum(n for code, n in codes.items() if code.startswith("5"))
     for kind in ("submit", "scale"):
         times = sorted(t for k, _, t in results if k == kind)
@@ -283,6 +294,7 @@ def format_figures(figures: SoakFigures) -> list[str]:
     lengths = [length for _, length in figures.queue_lengths]
     return [
         f"requests           {figures.requests} {figures.statuses}",
+        f"scale calls        {figures.scale_statuses}",
         f"5xx answers        {figures.server_errors}",
         f"deadlocks          {figures.deadlocks}",
         f"queue length       max {figures.max_queue()}, last {lengths[-1] if lengths else 0}, "

@@ -29,6 +29,9 @@ def test_a_steady_load_causes_no_deadlock_no_5xx_and_no_growing_queue(
     assert figures.requests > SECONDS * RATE, report  # the load ran
     assert figures.deadlocks == 0, report
     assert figures.server_errors == 0, report
+    # Jobs are scaled while they run: a scale is refused only for a job that has finished.
+    scales = figures.scale_statuses
+    assert scales.get("200", 0) >= 0.9 * sum(scales.values()), report
     # Flat: the last quarter's median length is within a few messages of the second
     # quarter's (one waiting message per target and reconciler is about 5), where a queue
     # that grows with the work it reconciles adds dozens per quarter.
