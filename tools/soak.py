@@ -242,6 +242,9 @@ def run(*, seconds: float, rate: float, clients: int = 6, workers: int = 2,
     redis = redis_client.Redis.from_url(settings.REDIS_URL)
     prepare(speed=speed)
     user = admin_user()  # before the clients: each logs in as this one
+    # An earlier soak's runs would pass for this one's until its beat ran: the first
+    # samples would measure the gap since that run.
+    redis.delete(PERIODIC_RUNS_KEY)
     figures = SoakFigures(seconds=seconds, safety_net_period=period)
     results: list[tuple[str, int, float]] = []
     lock = threading.Lock()
